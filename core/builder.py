@@ -1,0 +1,137 @@
+"""Turn a resolved spec into a ZooModel: components from the registry, wired per stack."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from .interfaces import Dims
+from .model import Stack, ZooModel
+from .registry import Registry, get_registry
+from .spec import Spec, component_config, load_spec, stack_dims
+
+
+def build_model(
+    spec_or_name: Any,
+    overrides: Mapping[str, Any] | None = None,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | None = None,
+    *,
+    registry: Registry | None = None,
+) -> ZooModel:
+    """Build (and initialise) a model from a spec, name, path, dict or YAML text.
+
+    device="meta" builds the structure without allocating memory or initialising.
+    """
+    reg = registry or get_registry()
+    spec = load_spec(spec_or_name, overrides, registry=reg)
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    with torch.device(device):
+        model = assemble(spec, reg)
+        if device.type != "meta":
+            init_weights(model, spec.data["init_std"])
+    if dtype is not None:
+        model = model.to(dtype)
+    return model
+
+
+def _make(reg: Registry, kind: str, comp: dict, dims: Dims, **parts: Any) -> nn.Module:
+    cls = reg.get(kind, comp["kind"])
+    return cls(component_config(reg, kind, comp), dims, **parts)
+
+
+def assemble(spec: Spec, reg: Registry) -> ZooModel:
+    """Instantiate every component of `spec` (no initialisation)."""
+    stacks: dict[str, Stack] = {}
+    first_embedding = None
+    for which in spec.stacks():
+        cfg = spec.stack(which)
+        dims = stack_dims(cfg)
+        causal = which == "decoder"
+        cross = spec.family == "encoder-decoder" and which == "decoder"
+
+        def norm_factory(comp: dict, dims: Dims = dims) -> Any:
+            return lambda dim=None: _make(reg, "norm", comp, dims, dim=dim)
+
+        embedding = _make(
+            reg, "embedding", cfg["embedding"], dims, make_norm=norm_factory(cfg["norm"])
+        )
+        if first_embedding is not None and spec.data["tie_embeddings"]:
+            embedding.share_word_weight(first_embedding)
+        first_embedding = first_embedding or embedding
+        position = _make(reg, "position", cfg["position"], dims, causal=causal)
+        sharing = _make(reg, "sharing", cfg["sharing"], dims)
+        layer_map = sharing.assign(cfg["n_layers"])
+        layers = spec.layer_components(which)
+        blocks: dict[int, nn.Module] = {}
+        for i, group in enumerate(layer_map):
+            if group in blocks:
+                continue
+            comps = layers[i]
+            blocks[group] = _make(
+                reg,
+                "block",
+                comps["block"],
+                dims,
+                attention=_make(reg, "attention", comps["attention"], dims),
+                ffn=_make(reg, "ffn", comps["ffn"], dims),
+                make_norm=norm_factory(comps["norm"]),
+                cross_attention=_make(
+                    reg, "attention", _cross_attention(comps["attention"]), dims, cross=True
+                )
+                if cross
+                else None,
+            )
+        block_cls = reg.get("block", layers[-1]["block"]["kind"])
+        final_norm = norm_factory(cfg["norm"])() if block_cls.capabilities.final_norm else None
+        stacks[which] = Stack(
+            embedding=embedding,
+            position=position,
+            blocks=[blocks[g] for g in sorted(blocks)],
+            layer_map=layer_map,
+            final_norm=final_norm,
+            causal=causal,
+        )
+    last = spec.stacks()[-1]
+    cfg = spec.stack(last)
+    dims = stack_dims(cfg)
+    head = _make(
+        reg,
+        "head",
+        spec.data["head"],
+        dims,
+        embedding=stacks[last].embedding,
+        make_norm=lambda dim=None: _make(reg, "norm", cfg["norm"], dims, dim=dim),
+        family=spec.family,
+    )
+    return ZooModel(spec, encoder=stacks.get("encoder"), decoder=stacks.get("decoder"), head=head)
+
+
+def _cross_attention(attention: dict) -> dict:
+    """Cross-attention is dense `mha` with the self-attention's projection settings."""
+    keys = ("n_kv_heads", "fused_qkv", "bias", "out_bias", "scale")
+    return {"kind": "mha", **{k: attention[k] for k in keys if k in attention}}
+
+
+@torch.no_grad()
+def init_weights(model: nn.Module, std: float) -> None:
+    """Normal(0, std) weights, zero biases, unit norm scales; components may override."""
+    for module in model.modules():
+        kind = getattr(module, "kind", None)
+        custom = getattr(module, "init_weights", None)
+        if custom is not None and module is not model:
+            custom(std)
+        elif isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=std)
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif kind == "norm":
+            for name, p in module.named_parameters(recurse=False):
+                (nn.init.ones_ if name == "weight" else nn.init.zeros_)(p)
+        elif kind == "head":
+            for name, p in module.named_parameters(recurse=False):
+                if name == "bias":
+                    nn.init.zeros_(p)

@@ -1,0 +1,174 @@
+"""The component contract: kind, name, typed config, summary and capability flags."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from torch import nn
+
+KINDS: tuple[str, ...] = (
+    "embedding",
+    "position",
+    "attention",
+    "norm",
+    "block",
+    "ffn",
+    "sharing",
+    "head",
+)
+
+
+def param(default: Any, doc: str, **checks: Any) -> Any:
+    """A config field with a default, a one-line doc and optional checks (min, max, choices)."""
+    meta = {"doc": doc, **checks}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda d=default: type(d)(d), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a component can do; the validator checks combinations before anything is built."""
+
+    causal: bool = True  # attention: can run with a causal mask
+    bidirectional: bool = True  # attention: can run without one
+    cross: bool = False  # attention: can attend to another sequence
+    rotate: bool = False  # position: rotates queries and keys
+    bias: bool = False  # position: adds a term to attention scores
+    embed: bool = False  # position: adds a vector to the token embeddings
+    accepts_rotate: bool = True  # attention: applies a position's rotation
+    accepts_bias: bool = True  # attention: applies a position's score bias
+    even_head_dim: bool = False  # needs an even head dimension
+    final_norm: bool = False  # block: the stack ends with a norm
+    kv_cache: bool = False  # attention: supports incremental decoding
+
+
+@dataclass
+class Config:
+    """Base of every component config; subclasses add fields made with `param`."""
+
+
+class Component(nn.Module):
+    """Base of every registered component: a module with a kind, a name and a typed config."""
+
+    kind: ClassVar[str] = ""
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    Config: ClassVar[type] = Config
+    capabilities: ClassVar[Capabilities] = Capabilities()
+
+    def __init__(self, cfg: Any = None, dims: Any = None) -> None:
+        super().__init__()
+        self.cfg = cfg if cfg is not None else self.Config()
+        self.dims = dims
+
+    @classmethod
+    def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
+        """Extra checks of a config against model sizes: (parameter, problem) pairs."""
+        return []
+
+    def extra_repr(self) -> str:
+        return f"{self.kind}={self.name}"
+
+    @classmethod
+    def describe(cls) -> dict[str, Any]:
+        """The component's parameters with type, default and doc, for `zoo show`."""
+        hints = typing.get_type_hints(cls.Config)
+        params = {}
+        for f in dataclasses.fields(cls.Config):
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            params[f.name] = {
+                "type": _type_name(hints[f.name]),
+                "default": default,
+                "doc": f.metadata.get("doc", ""),
+            }
+        caps = {k: v for k, v in dataclasses.asdict(cls.capabilities).items()}
+        return {
+            "kind": cls.kind,
+            "name": cls.name,
+            "summary": cls.summary,
+            "params": params,
+            "capabilities": caps,
+        }
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is typing.Literal:
+        return " | ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return " | ".join(_type_name(a) for a in typing.get_args(tp))
+    if origin is list:
+        (arg,) = typing.get_args(tp) or (Any,)
+        return f"list[{_type_name(arg)}]"
+    if tp is type(None):
+        return "null"
+    return getattr(tp, "__name__", str(tp))
+
+
+def config_defaults(cls: type) -> dict[str, Any]:
+    """Every field of a component config with its default value."""
+    out = {}
+    for f in dataclasses.fields(cls.Config):
+        out[f.name] = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+    return out
+
+
+def check_value(value: Any, tp: Any, meta: dict[str, Any]) -> str | None:
+    """Return why `value` does not fit type `tp` and the field checks, or None when it does."""
+    err = _check_type(value, tp)
+    if err:
+        return err
+    if value is None:
+        return None
+    if "choices" in meta and value not in meta["choices"]:
+        return f"must be one of {list(meta['choices'])}, got {value!r}"
+    lo, hi = meta.get("min"), meta.get("max")
+    if lo is not None and value < lo:
+        return f"must be >= {lo}, got {value!r}"
+    if hi is not None and value > hi:
+        return f"must be <= {hi}, got {value!r}"
+    if meta.get("lt") is not None and value >= meta["lt"]:
+        return f"must be < {meta['lt']}, got {value!r}"
+    if meta.get("gt") is not None and value <= meta["gt"]:
+        return f"must be > {meta['gt']}, got {value!r}"
+    return None
+
+
+def _check_type(value: Any, tp: Any) -> str | None:
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return None
+    if origin is typing.Literal:
+        allowed = typing.get_args(tp)
+        return None if value in allowed else f"must be one of {list(allowed)}, got {value!r}"
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        errs = [_check_type(value, a) for a in typing.get_args(tp)]
+        if any(e is None for e in errs):
+            return None
+        return f"must be {_type_name(tp)}, got {type(value).__name__} {value!r}"
+    if origin is list:
+        if not isinstance(value, list):
+            return f"must be a list, got {type(value).__name__} {value!r}"
+        (arg,) = typing.get_args(tp) or (Any,)
+        for i, v in enumerate(value):
+            err = _check_type(v, arg)
+            if err:
+                return f"item {i} {err}"
+        return None
+    if tp is type(None):
+        return None if value is None else f"must be null, got {value!r}"
+    if tp is bool:
+        return None if isinstance(value, bool) else f"must be true or false, got {value!r}"
+    if tp is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return None if ok else f"must be an integer, got {type(value).__name__} {value!r}"
+    if tp is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return None if ok else f"must be a number, got {type(value).__name__} {value!r}"
+    if tp is str:
+        return None if isinstance(value, str) else f"must be a string, got {value!r}"
+    return None

@@ -1,0 +1,145 @@
+"""The interface of each component kind: what the builder passes in and what forward returns."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from torch import Tensor, nn
+
+from .component import Component
+from .masks import AttentionMask
+
+NormFactory = Callable[[], nn.Module]
+
+
+@dataclass(frozen=True)
+class Dims:
+    """Model-level sizes every component may read; fixed by the spec, never by a component."""
+
+    vocab_size: int
+    d_model: int
+    n_heads: int
+    head_dim: int
+    d_ff: int
+    max_len: int
+    n_layers: int
+    dropout: float
+    attention_dropout: float
+    init_std: float
+    pad_token_id: int | None = None
+
+
+class Embedding(Component):
+    """Token (+ segment) ids to vectors of size d_model; adds position vectors it is given."""
+
+    kind: ClassVar[str] = "embedding"
+
+    def word_weight(self) -> nn.Parameter:
+        """The (vocab, d_model) token table an LM head may tie to."""
+        raise NotImplementedError
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        position_embeds: Tensor | None = None,
+    ) -> Tensor:
+        """(B, T) ids -> (B, T, d_model)."""
+        raise NotImplementedError
+
+
+class Position(Component):
+    """How order enters the model: embed, rotate queries/keys, and/or bias scores.
+
+    One instance per stack. `prepare` runs once per forward with explicit positions; its
+    result is handed to every attention layer of the stack.
+    """
+
+    kind: ClassVar[str] = "position"
+
+    def embed(self, positions: Tensor) -> Tensor | None:
+        """(B, T) positions -> (B, T, d_model) vectors added to token embeddings, or None."""
+        return None
+
+    def prepare(self, q_pos: Tensor, k_pos: Tensor) -> Any:
+        """Per-forward state from (B, Tq) query and (B, Tk) key positions."""
+        return None
+
+    def rotate(self, state: Any, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        """Transform new queries (B, H, Tq, hd) and new keys (B, Hkv, Tq, hd)."""
+        return q, k
+
+    def score_bias(self, state: Any, q: Tensor, scale: float) -> Tensor | None:
+        """Additive score term (B or 1, H, Tq, Tk), already on the scaled-score scale."""
+        return None
+
+
+@dataclass
+class AttentionContext:
+    """What an attention layer needs besides its input: the mask and the position state."""
+
+    mask: AttentionMask
+    position: Position | None = None
+    position_state: Any = None
+
+
+class Attention(Component):
+    """Projections plus the attention core. forward(x, ctx, memory) -> (B, Tq, d_model)."""
+
+    kind: ClassVar[str] = "attention"
+
+    def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:
+        raise NotImplementedError
+
+
+class Norm(Component):
+    """A normalization layer over the last dimension."""
+
+    kind: ClassVar[str] = "norm"
+
+
+class FeedForward(Component):
+    """Position-wise feed-forward: (B, T, d_model) -> (B, T, d_model)."""
+
+    kind: ClassVar[str] = "ffn"
+
+
+class Block(Component):
+    """Wires attention, optional cross-attention and the FFN with norms and residuals."""
+
+    kind: ClassVar[str] = "block"
+
+    def forward(
+        self,
+        x: Tensor,
+        self_ctx: AttentionContext,
+        memory: Tensor | None = None,
+        cross_ctx: AttentionContext | None = None,
+    ) -> Tensor:
+        raise NotImplementedError
+
+
+class Sharing(Component):
+    """Decides which layers share one set of parameters."""
+
+    kind: ClassVar[str] = "sharing"
+
+    def assign(self, n_layers: int) -> list[int]:
+        """Layer i uses parameter set assign(n)[i]; sets are numbered 0..k-1 in order."""
+        raise NotImplementedError
+
+
+class Head(Component):
+    """Task output on top of the last hidden state."""
+
+    kind: ClassVar[str] = "head"
+    families: ClassVar[tuple[str, ...]] = ("encoder", "decoder", "encoder-decoder")
+
+    def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor | None:
+        """(B, T, d_model) -> logits, or None for a head that makes none."""
+        return None
+
+    def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
+        raise NotImplementedError(f"head {self.name!r} does not compute a loss")

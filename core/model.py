@@ -1,0 +1,178 @@
+"""ZooModel: stacks of blocks assembled from components, with HF-style inputs and outputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from .interfaces import AttentionContext, Embedding, Head, Position
+from .masks import AttentionMask
+from .spec import Spec
+
+
+@dataclass
+class ModelOutput:
+    """What a forward pass returns (names follow Hugging Face)."""
+
+    last_hidden_state: Tensor
+    logits: Tensor | None = None
+    loss: Tensor | None = None
+    encoder_last_hidden_state: Tensor | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, key)
+
+
+class Stack(nn.Module):
+    """Embedding, position, blocks (possibly shared) and an optional final norm."""
+
+    def __init__(
+        self,
+        *,
+        embedding: Embedding,
+        position: Position,
+        blocks: list[nn.Module],
+        layer_map: list[int],
+        final_norm: nn.Module | None,
+        causal: bool,
+    ) -> None:
+        super().__init__()
+        self.embedding = embedding
+        self.position = position
+        self.blocks = nn.ModuleList(blocks)
+        self.layer_map = layer_map
+        self.final_norm = final_norm
+        self.causal = causal
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        memory: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+    ) -> Tensor:
+        B, T = input_ids.shape
+        if position_ids is None:
+            position_ids = torch.arange(T, device=input_ids.device).expand(B, T)  # (B, T)
+        x = self.embedding(input_ids, token_type_ids, self.position.embed(position_ids))
+        mask = AttentionMask.build(
+            T, T, causal=self.causal, key_padding=attention_mask, device=input_ids.device
+        )
+        state = self.position.prepare(position_ids, position_ids)
+        ctx = AttentionContext(mask, self.position, state)
+        cross_ctx = None
+        if memory is not None:
+            cross_mask = AttentionMask.build(
+                T, memory.shape[1], causal=False, key_padding=memory_mask, device=memory.device
+            )
+            cross_ctx = AttentionContext(cross_mask)
+        for i in self.layer_map:
+            x = self.blocks[i](x, ctx, memory, cross_ctx)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return x
+
+
+class ZooModel(nn.Module):
+    """A transformer assembled from a resolved spec."""
+
+    def __init__(
+        self, spec: Spec, *, encoder: Stack | None, decoder: Stack | None, head: Head
+    ) -> None:
+        super().__init__()
+        self.spec = spec
+        self.encoder = encoder
+        self.decoder = decoder
+        self.head = head
+
+    @property
+    def family(self) -> str:
+        return self.spec.family
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        decoder_input_ids: Tensor | None = None,
+        decoder_attention_mask: Tensor | None = None,
+        labels: Tensor | None = None,
+        position_ids: Tensor | None = None,
+    ) -> ModelOutput:
+        """Run the model; `labels` (-100 ignored) add a loss."""
+        self._check_ids(input_ids, "input_ids")
+        enc_out = None
+        if self.family == "encoder":
+            hidden = self.encoder(input_ids, attention_mask, token_type_ids, position_ids)
+            mask = attention_mask
+        elif self.family == "decoder":
+            hidden = self.decoder(input_ids, attention_mask, token_type_ids, position_ids)
+            mask = attention_mask
+        else:
+            if decoder_input_ids is None:
+                raise ValueError("an encoder-decoder model needs decoder_input_ids")
+            self._check_ids(decoder_input_ids, "decoder_input_ids")
+            enc_out = self.encoder(input_ids, attention_mask, token_type_ids)
+            hidden = self.decoder(
+                decoder_input_ids,
+                decoder_attention_mask,
+                memory=enc_out,
+                memory_mask=attention_mask,
+            )
+            mask = decoder_attention_mask
+        logits = self.head(hidden, mask)
+        loss = None
+        if labels is not None:
+            if logits is None:
+                raise ValueError(
+                    f"head {self.head.name!r} makes no logits, so labels cannot be used"
+                )
+            loss = self.head.loss(logits, labels)
+        return ModelOutput(hidden, logits, loss, enc_out)
+
+    def _check_ids(self, ids: Tensor | None, name: str) -> None:
+        if ids is None:
+            raise ValueError(f"{name} is required")
+        if ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
+            raise ValueError(
+                f"{name} must be an integer tensor of shape (batch, seq), "
+                f"got {ids.dtype} {tuple(ids.shape)}"
+            )
+        if ids.shape[1] == 0:
+            raise ValueError(f"{name} is empty (sequence length 0)")
+        if torch.compiler.is_compiling() or ids.device.type == "meta":
+            return
+        lo, hi = int(ids.min()), int(ids.max())
+        vocab = self.spec.data["vocab_size"]
+        if lo < 0 or hi >= vocab:
+            raise ValueError(f"{name} holds ids outside [0, {vocab}): min {lo}, max {hi}")
+
+    def num_parameters(self) -> int:
+        """Total parameter count, tied or shared weights counted once."""
+        return sum(p.numel() for p in self.parameters())
+
+    def summary(self) -> dict[str, Any]:
+        """Name, family and parameter counts per part (shared weights counted once)."""
+        seen: set[int] = set()
+        parts: dict[str, int] = {}
+        for part_name, module in self.named_children():
+            n = 0
+            for p in module.parameters():
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    n += p.numel()
+            parts[part_name] = n
+        return {
+            "name": self.spec.name,
+            "family": self.family,
+            "params": self.num_parameters(),
+            "parts": parts,
+        }
+
+    def extra_repr(self) -> str:
+        return f"name={self.spec.name!r}, family={self.family!r}"

@@ -1,0 +1,229 @@
+"""Component registry on pluggy: built-ins and entry points go through one hook."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+import importlib.metadata
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pluggy
+
+from .component import KINDS, Component
+from .hooks import PROJECT, ArchzooSpec
+
+ENTRY_POINT_GROUP = "archzoo"
+DISABLE_ENV = "ARCHZOO_DISABLE_PLUGINS"
+
+
+class RegistryError(Exception):
+    """A component lookup or registration that cannot be satisfied."""
+
+
+@dataclass
+class PluginInfo:
+    """What the registry knows about one plugin: where it came from and what it added."""
+
+    name: str
+    distribution: str | None = None
+    version: str | None = None
+    status: str = "ok"  # ok | failed | disabled
+    error: str | None = None
+    components: list[str] = field(default_factory=list)
+    zoo_dirs: list[str] = field(default_factory=list)
+
+
+class Registrar:
+    """Handed to a plugin's hook; stages what it adds so a failing plugin adds nothing."""
+
+    def __init__(self, plugin: str) -> None:
+        self.plugin = plugin
+        self.components: list[type[Component]] = []
+        self.zoo_dirs: list[Path] = []
+
+    def add_component(self, cls: type[Component]) -> None:
+        """Register one component class (its `kind` and `name` say where it goes)."""
+        _check_component_class(cls)
+        self.components.append(cls)
+
+    def add_zoo_dir(self, path: str | os.PathLike[str]) -> None:
+        """Register a directory of `*.yaml` model specs."""
+        p = Path(path)
+        if not p.is_dir():
+            raise RegistryError(f"zoo directory {str(p)!r} does not exist")
+        self.zoo_dirs.append(p)
+
+
+def _check_component_class(cls: Any) -> None:
+    where = getattr(cls, "__qualname__", repr(cls))
+    if not (isinstance(cls, type) and issubclass(cls, Component)):
+        raise RegistryError(f"{where} is not a subclass of archzoo.Component")
+    if cls.kind not in KINDS:
+        raise RegistryError(f"{where} has kind {cls.kind!r}; expected one of {list(KINDS)}")
+    if not isinstance(cls.name, str) or not cls.name.isidentifier():
+        raise RegistryError(f"{where} has name {cls.name!r}; expected an identifier")
+    if not dataclasses.is_dataclass(cls.Config):
+        raise RegistryError(f"{where}.Config is not a dataclass")
+    for f in dataclasses.fields(cls.Config):
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise RegistryError(f"{where}.Config.{f.name} has no default")
+
+
+class Registry:
+    """Maps (kind, name) to component classes, and remembers every plugin's outcome."""
+
+    def __init__(self, *, load_entry_points: bool = True) -> None:
+        self.pm = pluggy.PluginManager(PROJECT)
+        self.pm.add_hookspecs(ArchzooSpec)
+        self._components: dict[tuple[str, str], tuple[type[Component], str]] = {}
+        self.plugins: dict[str, PluginInfo] = {}
+        self.zoo_dirs: list[Path] = []
+        builtins = importlib.import_module("archzoo.plugins")
+        self.register_plugin(builtins, "builtins", distribution="archzoo")
+        if load_entry_points:
+            self._load_entry_points()
+
+    def register_plugin(
+        self,
+        plugin: Any,
+        name: str,
+        *,
+        distribution: str | None = None,
+        version: str | None = None,
+    ) -> PluginInfo:
+        """Register a plugin object (module or instance) and run its hook in isolation."""
+        info = PluginInfo(name=name, distribution=distribution, version=version)
+        self.plugins[name] = info
+        try:
+            self.pm.register(plugin, name=name)
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
+            info.status, info.error = "failed", f"invalid plugin: {exc}"
+            return info
+        registrar = Registrar(name)
+        others = [p for p in self.pm.get_plugins() if p is not plugin]
+        try:
+            self.pm.subset_hook_caller("archzoo_register", others)(registrar=registrar)
+            self._commit(registrar)
+        except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the rest
+            info.status, info.error = "failed", f"{type(exc).__name__}: {exc}"
+            self.pm.unregister(plugin)
+            return info
+        info.components = [f"{c.kind}:{c.name}" for c in registrar.components]
+        info.zoo_dirs = [str(p) for p in registrar.zoo_dirs]
+        return info
+
+    def unregister_plugin(self, name: str) -> None:
+        """Remove a plugin and everything it registered (used by tests)."""
+        plugin = self.pm.get_plugin(name)
+        if plugin is not None:
+            self.pm.unregister(plugin)
+        info = self.plugins.pop(name, None)
+        self._components = {k: v for k, v in self._components.items() if v[1] != name}
+        if info:
+            self.zoo_dirs = [p for p in self.zoo_dirs if str(p) not in info.zoo_dirs]
+
+    def _commit(self, registrar: Registrar) -> None:
+        seen: dict[tuple[str, str], str] = {}
+        for cls in registrar.components:
+            key = (cls.kind, cls.name)
+            if key in self._components:
+                other = self._components[key][1]
+                raise RegistryError(
+                    f"duplicate component {cls.kind}:{cls.name}: registered by plugin "
+                    f"{other!r} and again by plugin {registrar.plugin!r}"
+                )
+            if key in seen:
+                raise RegistryError(
+                    f"duplicate component {cls.kind}:{cls.name} within plugin {registrar.plugin!r}"
+                )
+            seen[key] = registrar.plugin
+        for cls in registrar.components:
+            self._components[(cls.kind, cls.name)] = (cls, registrar.plugin)
+        self.zoo_dirs.extend(registrar.zoo_dirs)
+
+    def _load_entry_points(self) -> None:
+        disabled = {s.strip() for s in os.environ.get(DISABLE_ENV, "").split(",") if s.strip()}
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            dist = getattr(ep, "dist", None)
+            dist_name = dist.metadata["Name"] if dist is not None else None
+            version = dist.version if dist is not None else None
+            if ep.name in self.plugins:
+                continue
+            if ep.name in disabled:
+                self.plugins[ep.name] = PluginInfo(
+                    ep.name,
+                    dist_name,
+                    version,
+                    status="disabled",
+                    error=f"disabled by {DISABLE_ENV}",
+                )
+                continue
+            try:
+                obj = ep.load()
+            except Exception as exc:  # noqa: BLE001 - reported, not raised
+                self.plugins[ep.name] = PluginInfo(
+                    ep.name,
+                    dist_name,
+                    version,
+                    status="failed",
+                    error=f"import of {ep.value!r} failed: {type(exc).__name__}: {exc}",
+                )
+                continue
+            self.register_plugin(obj, ep.name, distribution=dist_name, version=version)
+
+    def get(self, kind: str, name: str) -> type[Component]:
+        """The component class registered as (kind, name); a clear error otherwise."""
+        if kind not in KINDS:
+            raise RegistryError(f"unknown component kind {kind!r}; expected one of {list(KINDS)}")
+        try:
+            return self._components[(kind, name)][0]
+        except KeyError:
+            raise RegistryError(self.unknown_message(kind, name)) from None
+
+    def has(self, kind: str, name: str) -> bool:
+        return (kind, name) in self._components
+
+    def plugin_of(self, kind: str, name: str) -> str:
+        return self._components[(kind, name)][1]
+
+    def names(self, kind: str) -> list[str]:
+        return sorted(n for k, n in self._components if k == kind)
+
+    def components(self, kind: str | None = None) -> list[type[Component]]:
+        """Registered component classes, sorted by kind then name."""
+        items = [c for (k, _), (c, _) in self._components.items() if kind is None or k == kind]
+        return sorted(items, key=lambda c: (KINDS.index(c.kind), c.name))
+
+    def unknown_message(self, kind: str, name: str) -> str:
+        names = self.names(kind)
+        msg = f"unknown {kind} component {name!r}"
+        close = difflib.get_close_matches(str(name), names, n=3, cutoff=0.6)
+        if close:
+            msg += f" (did you mean {', '.join(repr(c) for c in close)}?)"
+        failed = [p for p in self.plugins.values() if p.status != "ok"]
+        if failed:
+            msg += "; note: plugin(s) not loaded: " + "; ".join(
+                f"{p.name} ({p.error})" for p in failed
+            )
+        return msg + f"; known: {', '.join(names)}"
+
+
+_REGISTRY: Registry | None = None
+
+
+def get_registry() -> Registry:
+    """The process-wide registry, created (and entry points loaded) on first use."""
+    global _REGISTRY
+    if _REGISTRY is None:
+        _REGISTRY = Registry()
+    return _REGISTRY
+
+
+def reset_registry() -> None:
+    """Forget the process-wide registry so the next use reloads plugins."""
+    global _REGISTRY
+    _REGISTRY = None

@@ -1,0 +1,128 @@
+"""Weights as safetensors with the resolved spec in the metadata; tied tensors stored once."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
+
+from .builder import build_model
+from .errors import SpecError
+from .model import ZooModel
+from .registry import get_registry
+from .spec import load_spec
+
+SPEC_KEY = "archzoo.spec"
+ALIASES_KEY = "archzoo.aliases"
+VERSION_KEY = "archzoo.version"
+
+
+class WeightsError(ValueError):
+    """A weights file that cannot be read or does not fit its spec."""
+
+
+def save(model: ZooModel, path: str | os.PathLike[str]) -> None:
+    """Write the model's weights and resolved spec to one safetensors file."""
+    from . import __version__
+
+    tensors: dict[str, torch.Tensor] = {}
+    aliases: dict[str, str] = {}
+    canonical: dict[tuple, str] = {}
+    for name, t in model.state_dict().items():
+        if t.device.type == "meta":
+            raise WeightsError("cannot save a model built on the meta device (no weights)")
+        key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.dtype)
+        if key in canonical:
+            aliases[name] = canonical[key]
+            continue
+        canonical[key] = name
+        tensors[name] = t.detach().contiguous()
+    metadata = {
+        "format": "pt",
+        SPEC_KEY: json.dumps(model.spec.data),
+        ALIASES_KEY: json.dumps(aliases),
+        VERSION_KEY: __version__,
+    }
+    save_file(tensors, str(path), metadata=metadata)
+
+
+def read_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
+    """The safetensors header metadata, with a clear error for unreadable files."""
+    p = Path(path)
+    if not p.is_file():
+        raise WeightsError(f"{p}: no such file")
+    try:
+        with safe_open(str(p), framework="pt") as f:
+            return f.metadata() or {}
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise WeightsError(f"{p}: not a readable safetensors file ({exc})") from None
+
+
+def load(
+    path: str | os.PathLike[str],
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | None = None,
+) -> ZooModel:
+    """Rebuild a model from a file written by `save`; executes no code from the file."""
+    p = Path(path)
+    meta = read_metadata(p)
+    if SPEC_KEY not in meta:
+        raise WeightsError(f"{p}: safetensors file has no archzoo spec in its metadata")
+    try:
+        spec_data = json.loads(meta[SPEC_KEY])
+        aliases = json.loads(meta.get(ALIASES_KEY, "{}"))
+    except json.JSONDecodeError as exc:
+        raise WeightsError(f"{p}: spec metadata is not valid JSON ({exc})") from None
+    try:
+        spec = load_spec(spec_data, registry=get_registry())
+    except SpecError as exc:
+        raise WeightsError(f"{p}: the spec stored in the file does not validate:\n{exc}") from None
+    model = build_model(spec, device="meta")
+    model = model.to_empty(device=device or "cpu")
+    state = _read_tensors(p)
+    load_state(model, state, aliases, str(p))
+    if dtype is not None:
+        model = model.to(dtype)
+    return model
+
+
+def _read_tensors(p: Path) -> dict[str, torch.Tensor]:
+    try:
+        with safe_open(str(p), framework="pt") as f:
+            return {k: f.get_tensor(k) for k in f.keys()}
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise WeightsError(f"{p}: cannot read tensors ({exc})") from None
+
+
+def load_state(
+    model: ZooModel, state: dict[str, torch.Tensor], aliases: dict[str, str], where: str
+) -> None:
+    """Copy tensors into the model strictly: missing, unexpected or mis-shaped names fail."""
+    expected = model.state_dict()
+    full: dict[str, Any] = dict(state)
+    for alias, target in aliases.items():
+        if target in state:
+            full[alias] = state[target]
+    missing = sorted(set(expected) - set(full))
+    unexpected = sorted(set(full) - set(expected))
+    shapes = [
+        f"{k}: file {tuple(full[k].shape)} vs model {tuple(expected[k].shape)}"
+        for k in expected
+        if k in full and full[k].shape != expected[k].shape
+    ]
+    problems = []
+    if missing:
+        problems.append(f"missing tensors: {', '.join(missing[:10])}")
+    if unexpected:
+        problems.append(f"unexpected tensors: {', '.join(unexpected[:10])}")
+    if shapes:
+        problems.append("mis-shaped tensors: " + "; ".join(shapes[:10]))
+    if problems:
+        raise WeightsError(f"{where}: weights do not fit the spec: " + " | ".join(problems))
+    with torch.no_grad():
+        model.load_state_dict(full, strict=True, assign=False)

@@ -1,0 +1,113 @@
+"""Safe YAML loading that remembers the line and column of every key and item."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import Location, SpecError, SpecIssue, dotted
+
+MAX_NODES = 100_000  # alias expansion guard ("billion laughs")
+MAX_BYTES = 1_000_000
+
+Locs = dict[tuple, Location]
+
+
+def read_text(path: Path) -> str:
+    """Read a spec file as UTF-8, with a located error for bytes that are not."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SpecError([SpecIssue("", f"cannot read spec file: {exc.strerror}", None)]) from None
+    if len(raw) > MAX_BYTES:
+        raise SpecError([SpecIssue("", f"spec file is larger than {MAX_BYTES} bytes")])
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        loc = Location(str(path), line, col)
+        msg = f"file is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
+        raise SpecError([SpecIssue("", msg, loc)]) from None
+
+
+def load_yaml(text: str, file: str) -> tuple[Any, Locs]:
+    """Parse one YAML document with the safe loader; return the data and key locations."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            raise SpecError([SpecIssue("", "spec is empty", Location(file, 1, 1))])
+        walker = _Walker(loader, file)
+        data = walker.walk(node, ())
+        return data, walker.locs
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        loc = Location(file, mark.line + 1, mark.column + 1) if mark else None
+        what = exc.problem or exc.context or "invalid YAML"
+        if exc.context and exc.problem:
+            what = f"{exc.context}: {exc.problem}"
+        raise SpecError([SpecIssue("", f"YAML syntax error: {what}", loc)]) from None
+    except yaml.YAMLError as exc:
+        raise SpecError([SpecIssue("", f"YAML error: {exc}", Location(file, 1, 1))]) from None
+    finally:
+        loader.dispose()
+
+
+class _Walker:
+    def __init__(self, loader: yaml.SafeLoader, file: str) -> None:
+        self.loader = loader
+        self.file = file
+        self.locs: Locs = {}
+        self.count = 0
+
+    def loc(self, node: yaml.Node) -> Location:
+        return Location(self.file, node.start_mark.line + 1, node.start_mark.column + 1)
+
+    def walk(self, node: yaml.Node, path: tuple) -> Any:
+        self.count += 1
+        if self.count > MAX_NODES:
+            raise SpecError(
+                [SpecIssue("", f"YAML expands to more than {MAX_NODES} nodes", self.loc(node))]
+            )
+        if isinstance(node, yaml.MappingNode):
+            self.loader.flatten_mapping(node)
+            if node.tag != "tag:yaml.org,2002:map":
+                self._refuse_tag(node, path)
+            out: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                key = self.walk(key_node, path + ("<key>",))
+                if not isinstance(key, (str, int, float, bool)) or key is None:
+                    msg = f"mapping keys must be plain scalars, got {type(key).__name__}"
+                    raise SpecError([SpecIssue(_dotted(path), msg, self.loc(key_node))])
+                if key in out:
+                    msg = f"duplicate key {key!r}"
+                    raise SpecError([SpecIssue(_dotted(path), msg, self.loc(key_node))])
+                self.locs[path + (key,)] = self.loc(key_node)
+                out[key] = self.walk(value_node, path + (key,))
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            if node.tag != "tag:yaml.org,2002:seq":
+                self._refuse_tag(node, path)
+            items = []
+            for i, item in enumerate(node.value):
+                self.locs[path + (i,)] = self.loc(item)
+                items.append(self.walk(item, path + (i,)))
+            return items
+        try:
+            return self.loader.construct_object(node, deep=True)
+        except yaml.constructor.ConstructorError as exc:
+            problem = exc.problem or "cannot construct value"
+            raise SpecError(
+                [SpecIssue(_dotted(path), f"refused YAML value: {problem}", self.loc(node))]
+            ) from None
+
+    def _refuse_tag(self, node: yaml.Node, path: tuple) -> None:
+        msg = f"refused YAML tag {node.tag!r}: specs hold plain data only"
+        raise SpecError([SpecIssue(_dotted(path), msg, self.loc(node))])
+
+
+def _dotted(path: tuple) -> str:
+    return dotted(tuple(p for p in path if p != "<key>"))

@@ -1,0 +1,56 @@
+"""Built-in components, registered through the same hook a third-party plugin uses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from archzoo.hooks import hookimpl
+
+from .attention.mha import MultiHeadAttention
+from .block.post_ln import PostLNBlock
+from .block.pre_ln import PreLNBlock
+from .embedding.token import TokenEmbedding
+from .ffn.glu import GLUFeedForward
+from .ffn.mlp import MLPFeedForward
+from .head.classifier import ClassifierHead
+from .head.lm import LMHead
+from .head.mlm import MLMHead
+from .head.none import NoHead
+from .head.token_classifier import TokenClassifierHead
+from .norm.layernorm import LayerNorm
+from .norm.rmsnorm import RMSNorm
+from .position.alibi import AlibiPosition
+from .position.learned import LearnedPosition
+from .position.none import NoPosition
+from .position.rotary import RotaryPosition
+from .position.sinusoidal import SinusoidalPosition
+from .sharing.none import NoSharing
+
+BUILTIN_COMPONENTS = (
+    TokenEmbedding,
+    SinusoidalPosition,
+    LearnedPosition,
+    RotaryPosition,
+    AlibiPosition,
+    NoPosition,
+    MultiHeadAttention,
+    LayerNorm,
+    RMSNorm,
+    PostLNBlock,
+    PreLNBlock,
+    MLPFeedForward,
+    GLUFeedForward,
+    NoSharing,
+    NoHead,
+    LMHead,
+    MLMHead,
+    ClassifierHead,
+    TokenClassifierHead,
+)
+
+
+@hookimpl
+def archzoo_register(registrar: Any) -> None:
+    """Register every built-in component."""
+    for cls in BUILTIN_COMPONENTS:
+        registrar.add_component(cls)

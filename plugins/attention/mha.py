@@ -1,0 +1,94 @@
+"""Multi-head attention (Vaswani et al., 2017) with MQA/GQA, through SDPA."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch.nn.functional as F
+from archzoo.component import Capabilities, param
+from archzoo.interfaces import Attention, AttentionContext
+from torch import Tensor, nn
+
+
+class MultiHeadAttention(Attention):
+    name = "mha"
+    summary = "dense multi-head attention (n_kv_heads for MQA/GQA) via scaled_dot_product_attention"
+    capabilities = Capabilities(cross=True)
+
+    @dataclass
+    class Config:
+        n_kv_heads: int | None = param(None, "key/value heads (null: n_heads; 1: MQA)", min=1)
+        fused_qkv: bool = param(True, "one projection for q, k and v (k and v for cross)")
+        bias: bool = param(True, "biases on the q/k/v projections")
+        out_bias: bool | None = param(None, "bias on the output projection (null: as bias)")
+        scale: float | None = param(None, "score scale (null: 1/sqrt(head_dim))", gt=0.0)
+
+    def __init__(self, cfg: Any, dims: Any, *, cross: bool = False) -> None:
+        super().__init__(cfg, dims)
+        self.cross = cross
+        self.n_heads = dims.n_heads
+        self.n_kv = cfg.n_kv_heads or dims.n_heads
+        self.head_dim = dims.head_dim
+        d, q_dim, kv_dim = dims.d_model, dims.n_heads * dims.head_dim, self.n_kv * dims.head_dim
+        self.q_dim, self.kv_dim = q_dim, kv_dim
+        if cfg.fused_qkv and not cross:
+            self.qkv = nn.Linear(d, q_dim + 2 * kv_dim, bias=cfg.bias)
+        elif cfg.fused_qkv:
+            self.q = nn.Linear(d, q_dim, bias=cfg.bias)
+            self.kv = nn.Linear(d, 2 * kv_dim, bias=cfg.bias)
+        else:
+            self.q = nn.Linear(d, q_dim, bias=cfg.bias)
+            self.k = nn.Linear(d, kv_dim, bias=cfg.bias)
+            self.v = nn.Linear(d, kv_dim, bias=cfg.bias)
+        out_bias = cfg.bias if cfg.out_bias is None else cfg.out_bias
+        self.out = nn.Linear(q_dim, d, bias=out_bias)
+        self.dropout = dims.attention_dropout
+        self.scale = cfg.scale
+
+    @classmethod
+    def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
+        if cfg.n_kv_heads is not None and dims.n_heads % cfg.n_kv_heads:
+            return [
+                (
+                    "n_kv_heads",
+                    f"n_heads {dims.n_heads} is not divisible by n_kv_heads {cfg.n_kv_heads}",
+                )
+            ]
+        return []
+
+    def project(self, x: Tensor, memory: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+        """q (B, Tq, H*hd), k and v (B, Tk, Hkv*hd)."""
+        if hasattr(self, "qkv"):
+            return self.qkv(x).split([self.q_dim, self.kv_dim, self.kv_dim], dim=-1)
+        src = x if memory is None else memory
+        if hasattr(self, "kv"):
+            k, v = self.kv(src).split([self.kv_dim, self.kv_dim], dim=-1)
+            return self.q(x), k, v
+        return self.q(x), self.k(src), self.v(src)
+
+    def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:
+        B, Tq, _ = x.shape
+        q, k, v = self.project(x, memory)
+        Tk = k.shape[1]
+        q = q.view(B, Tq, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, Tq, hd)
+        k = k.view(B, Tk, self.n_kv, self.head_dim).transpose(1, 2)  # (B, Hkv, Tk, hd)
+        v = v.view(B, Tk, self.n_kv, self.head_dim).transpose(1, 2)  # (B, Hkv, Tk, hd)
+        bias = None
+        if ctx.position is not None:
+            q, k = ctx.position.rotate(ctx.position_state, q, k)
+            scale = self.scale if self.scale is not None else self.head_dim**-0.5
+            bias = ctx.position.score_bias(ctx.position_state, q, scale)
+        out = F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=ctx.mask.sdpa_mask(bias, q.dtype),
+            dropout_p=self.dropout if self.training else 0.0,
+            is_causal=ctx.mask.use_is_causal(bias),
+            scale=self.scale,
+            enable_gqa=self.n_kv != self.n_heads,
+        )  # (B, H, Tq, hd)
+        out = ctx.mask.zero_empty_rows(out)
+        out = out.transpose(1, 2).reshape(B, Tq, self.q_dim)  # (B, Tq, H*hd)
+        return self.out(out)

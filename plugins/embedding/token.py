@@ -1,0 +1,60 @@
+"""Token embedding with optional segment embeddings, sqrt(d) scaling, norm and dropout."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from archzoo.component import param
+from archzoo.interfaces import Embedding, NormFactory
+from torch import Tensor, nn
+
+
+class TokenEmbedding(Embedding):
+    name = "token"
+    summary = "token table (+ token types), optional sqrt(d) scale, embedding norm and dropout"
+
+    @dataclass
+    class Config:
+        type_vocab_size: int = param(0, "segment/token-type ids (BERT: 2); 0 for none", min=0)
+        scale: bool = param(False, "multiply token vectors by sqrt(d_model) (Vaswani et al.)")
+        norm: bool = param(False, "normalise the summed embeddings (BERT)")
+        dropout: float | None = param(
+            None, "dropout on the output (null: model dropout)", min=0.0, lt=1.0
+        )
+
+    def __init__(self, cfg: Any, dims: Any, *, make_norm: NormFactory) -> None:
+        super().__init__(cfg, dims)
+        self.word = nn.Embedding(dims.vocab_size, dims.d_model)
+        self.token_type = (
+            nn.Embedding(cfg.type_vocab_size, dims.d_model) if cfg.type_vocab_size else None
+        )
+        self.norm = make_norm() if cfg.norm else None
+        self.dropout = nn.Dropout(dims.dropout if cfg.dropout is None else cfg.dropout)
+        self.multiplier = dims.d_model**0.5 if cfg.scale else 1.0
+
+    def word_weight(self) -> nn.Parameter:
+        return self.word.weight
+
+    def share_word_weight(self, other: Embedding) -> None:
+        """Use `other`'s token table (encoder-decoder models with one vocabulary)."""
+        self.word.weight = other.word_weight()
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        position_embeds: Tensor | None = None,
+    ) -> Tensor:
+        x = self.word(input_ids)  # (B, T, D)
+        if self.multiplier != 1.0:
+            x = x * self.multiplier
+        if position_embeds is not None:
+            x = x + position_embeds.to(x.dtype)
+        if self.token_type is not None:
+            if token_type_ids is None:
+                token_type_ids = input_ids.new_zeros(input_ids.shape)
+            x = x + self.token_type(token_type_ids)
+        if self.norm is not None:
+            x = self.norm(x)
+        return self.dropout(x)

@@ -1,0 +1,38 @@
+"""Gated feed-forward (Shazeer, 2020): down(act(gate(x)) * up(x))."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from archzoo.component import param
+from archzoo.interfaces import FeedForward
+from torch import Tensor, nn
+
+from .activations import ACTIVATIONS
+
+GATES = {"swiglu": "silu", "geglu": "gelu", "geglu_tanh": "gelu_tanh", "reglu": "relu"}
+
+
+class GLUFeedForward(FeedForward):
+    name = "glu"
+    summary = "gated linear unit FFN (SwiGLU, GeGLU, ReGLU): down(act(gate(x)) * up(x))"
+
+    @dataclass
+    class Config:
+        activation: Literal["swiglu", "geglu", "geglu_tanh", "reglu"] = param(
+            "swiglu", "gate: swiglu=SiLU, geglu=GELU, geglu_tanh=tanh-GELU, reglu=ReLU"
+        )
+        bias: bool = param(False, "biases on the three projections")
+        inner_dropout: float = param(0.0, "dropout on the gated product", min=0.0, lt=1.0)
+
+    def __init__(self, cfg: Any, dims: Any) -> None:
+        super().__init__(cfg, dims)
+        self.gate = nn.Linear(dims.d_model, dims.d_ff, bias=cfg.bias)
+        self.up = nn.Linear(dims.d_model, dims.d_ff, bias=cfg.bias)
+        self.down = nn.Linear(dims.d_ff, dims.d_model, bias=cfg.bias)
+        self.act = ACTIVATIONS[GATES[cfg.activation]]
+        self.dropout = nn.Dropout(cfg.inner_dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down(self.dropout(self.act(self.gate(x)) * self.up(x)))

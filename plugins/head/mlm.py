@@ -1,0 +1,46 @@
+"""BERT masked-LM head: dense -> activation -> norm -> tied decoder + bias."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from archzoo.component import param
+from archzoo.interfaces import Embedding, Head, NormFactory
+from torch import Tensor, nn
+
+from ..ffn.activations import ACTIVATIONS
+from .losses import token_cross_entropy
+
+
+class MLMHead(Head):
+    name = "mlm"
+    summary = "BERT's masked-LM head: transform (dense, activation, norm), then tied decoder"
+    families = ("encoder",)
+
+    @dataclass
+    class Config:
+        activation: Literal["relu", "gelu", "gelu_tanh", "silu"] = param(
+            "gelu", "non-linearity of the transform"
+        )
+        tie: bool = param(True, "reuse the token embedding table as the decoder")
+
+    def __init__(
+        self, cfg: Any, dims: Any, *, embedding: Embedding, make_norm: NormFactory, **_: Any
+    ) -> None:
+        super().__init__(cfg, dims)
+        self.dense = nn.Linear(dims.d_model, dims.d_model)
+        self.act = ACTIVATIONS[cfg.activation]
+        self.norm = make_norm()
+        self.decoder = nn.Linear(dims.d_model, dims.vocab_size, bias=False)
+        if cfg.tie:
+            self.decoder.weight = embedding.word_weight()
+        self.bias = nn.Parameter(torch.zeros(dims.vocab_size))
+
+    def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        h = self.norm(self.act(self.dense(hidden)))
+        return self.decoder(h) + self.bias  # (B, T, V)
+
+    def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
+        return token_cross_entropy(logits, labels, shift=False)

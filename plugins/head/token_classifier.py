@@ -1,0 +1,35 @@
+"""Per-token classification (NER, tagging): dropout then a linear layer on every position."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from archzoo.component import param
+from archzoo.interfaces import Head
+from torch import Tensor, nn
+
+from .losses import token_cross_entropy
+
+
+class TokenClassifierHead(Head):
+    name = "token_classifier"
+    summary = "a label per token: dropout, then linear to num_labels"
+
+    @dataclass
+    class Config:
+        num_labels: int = param(2, "number of tag classes", min=1)
+        dropout: float | None = param(
+            None, "dropout before the classifier (null: model dropout)", min=0.0, lt=1.0
+        )
+
+    def __init__(self, cfg: Any, dims: Any, **_: Any) -> None:
+        super().__init__(cfg, dims)
+        self.dropout = nn.Dropout(dims.dropout if cfg.dropout is None else cfg.dropout)
+        self.classifier = nn.Linear(dims.d_model, cfg.num_labels)
+
+    def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        return self.classifier(self.dropout(hidden))  # (B, T, num_labels)
+
+    def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
+        return token_cross_entropy(logits, labels, shift=False)

@@ -1,0 +1,29 @@
+"""RMSNorm (Zhang & Sennrich, 2019): scale by the root mean square, no centring."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from archzoo.component import param
+from archzoo.interfaces import Norm
+from torch import Tensor, nn
+
+
+class RMSNorm(Norm):
+    name = "rmsnorm"
+    summary = "RMSNorm: divide by the root mean square (computed in fp32), then scale"
+
+    @dataclass
+    class Config:
+        eps: float = param(1e-6, "added to the mean square", gt=0.0)
+
+    def __init__(self, cfg: Any, dims: Any, dim: int | None = None) -> None:
+        super().__init__(cfg, dims)
+        self.weight = nn.Parameter(torch.ones(dim or dims.d_model))
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.cfg.eps)
+        return self.weight * h.to(x.dtype)

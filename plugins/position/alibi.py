@@ -1,0 +1,41 @@
+"""ALiBi (Press et al., 2022): a per-head linear penalty on query-key distance."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from archzoo.component import Capabilities
+from archzoo.interfaces import Position
+from torch import Tensor
+
+
+def alibi_slopes(n_heads: int) -> list[float]:
+    """Press et al.'s slopes: geometric from 2^(-8/n); non-powers of two interleave 2n's."""
+
+    def power_of_two(n: int) -> list[float]:
+        start = 2.0 ** (-8.0 / n)
+        return [start ** (i + 1) for i in range(n)]
+
+    if math.log2(n_heads).is_integer():
+        return power_of_two(n_heads)
+    closest = 2 ** math.floor(math.log2(n_heads))
+    return power_of_two(closest) + power_of_two(2 * closest)[0::2][: n_heads - closest]
+
+
+class AlibiPosition(Position):
+    name = "alibi"
+    summary = "no embeddings; subtract slope_h * |i - j| from the attention scores"
+    capabilities = Capabilities(bias=True)
+
+    def __init__(self, cfg: Any, dims: Any, *, causal: bool = False) -> None:
+        super().__init__(cfg, dims)
+
+    def prepare(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        slopes = torch.tensor(alibi_slopes(self.dims.n_heads), device=q_pos.device)
+        dist = (q_pos[:, :, None] - k_pos[:, None, :]).abs().to(torch.float32)  # (B, Tq, Tk)
+        return -slopes[None, :, None, None] * dist[:, None]  # (B, H, Tq, Tk)
+
+    def score_bias(self, state: Any, q: Tensor, scale: float) -> Tensor:
+        return state

@@ -1,0 +1,37 @@
+"""Learned absolute position embeddings (BERT, GPT)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from archzoo.component import Capabilities, param
+from archzoo.interfaces import Position
+from torch import Tensor, nn
+
+
+class LearnedPosition(Position):
+    name = "learned"
+    summary = "a trained vector per position, added to the token embeddings"
+    capabilities = Capabilities(embed=True)
+
+    @dataclass
+    class Config:
+        offset: int = param(0, "added to every position id (RoBERTa: padding_idx + 1)", min=0)
+
+    def __init__(self, cfg: Any, dims: Any, *, causal: bool = False) -> None:
+        super().__init__(cfg, dims)
+        self.table = nn.Embedding(dims.max_len + cfg.offset, dims.d_model)
+
+    def embed(self, positions: Tensor) -> Tensor:
+        if (
+            not torch.compiler.is_compiling()
+            and positions.numel()
+            and int(positions.max()) >= self.dims.max_len
+        ):
+            raise ValueError(
+                f"position {int(positions.max())} is beyond max_len {self.dims.max_len} "
+                "of the learned position table"
+            )
+        return self.table(positions + self.cfg.offset)

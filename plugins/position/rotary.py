@@ -1,0 +1,69 @@
+"""Rotary positions (Su et al., RoFormer): rotate query/key feature pairs by position angles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from archzoo.component import Capabilities, param
+from archzoo.interfaces import Position
+from torch import Tensor
+
+
+def rotary_angles(positions: Tensor, rot_dim: int, base: float) -> Tensor:
+    """(B, T) positions -> (B, T, rot_dim/2) angles p * base^(-2i/rot_dim), fp32."""
+    i = torch.arange(0, rot_dim, 2, device=positions.device, dtype=torch.float32)
+    inv_freq = base ** (-i / rot_dim)
+    return positions.to(torch.float32)[..., None] * inv_freq
+
+
+def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor:
+    """Rotate the first rot_dim features of x (B, H, T, hd); cos/sin are (B, 1, T, rot_dim/2)."""
+    rot_dim = cos.shape[-1] * 2
+    xr, rest = x[..., :rot_dim].float(), x[..., rot_dim:]
+    if interleaved:  # pairs (0,1), (2,3), ... (GPT-J, RoFormer)
+        x1, x2 = xr[..., 0::2], xr[..., 1::2]
+        out = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
+    else:  # pairs (i, i + rot_dim/2) (GPT-NeoX, Llama)
+        x1, x2 = xr[..., : rot_dim // 2], xr[..., rot_dim // 2 :]
+        out = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    return torch.cat((out.to(x.dtype), rest), dim=-1)
+
+
+class RotaryPosition(Position):
+    name = "rotary"
+    summary = "rotate query and key feature pairs by position-dependent angles (RoPE)"
+    capabilities = Capabilities(rotate=True, even_head_dim=True)
+
+    @dataclass
+    class Config:
+        base: float = param(10000.0, "theta: wavelength base of the angles", gt=1.0)
+        fraction: float = param(1.0, "share of the head dimension that rotates", gt=0.0, max=1.0)
+        interleaved: bool = param(False, "rotate adjacent pairs (GPT-J) instead of halves (NeoX)")
+
+    def __init__(self, cfg: Any, dims: Any, *, causal: bool = False) -> None:
+        super().__init__(cfg, dims)
+        self.rot_dim = self.rotary_dim(cfg, dims)
+
+    @staticmethod
+    def rotary_dim(cfg: Any, dims: Any) -> int:
+        return int(dims.head_dim * cfg.fraction)
+
+    @classmethod
+    def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
+        rot = cls.rotary_dim(cfg, dims)
+        if rot % 2 or rot == 0:
+            return [
+                ("fraction", f"rotary dimension {rot} (head_dim x fraction) must be even and > 0")
+            ]
+        return []
+
+    def prepare(self, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
+        angles = rotary_angles(q_pos, self.rot_dim, self.cfg.base)[:, None]  # (B, 1, Tq, r/2)
+        return angles.cos(), angles.sin()
+
+    def rotate(self, state: Any, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        cos, sin = state
+        il = self.cfg.interleaved
+        return apply_rotary(q, cos, sin, il), apply_rotary(k, cos, sin, il)
