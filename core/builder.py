@@ -128,9 +128,10 @@ def init_weights(model: nn.Module, std: float) -> None:
             nn.init.normal_(module.weight, std=std)
             if isinstance(module, nn.Linear) and module.bias is not None:
                 nn.init.zeros_(module.bias)
-        elif kind == "norm":
+        elif kind == "norm":  # other parameters keep the values their constructor gave
             for name, p in module.named_parameters(recurse=False):
-                (nn.init.ones_ if name == "weight" else nn.init.zeros_)(p)
+                if name in ("weight", "bias"):
+                    (nn.init.ones_ if name == "weight" else nn.init.zeros_)(p)
         elif kind == "head":
             for name, p in module.named_parameters(recurse=False):
                 if name == "bias":

@@ -146,9 +146,13 @@ def _check_type(value: Any, tp: Any) -> str | None:
         allowed = typing.get_args(tp)
         return None if value in allowed else f"must be one of {list(allowed)}, got {value!r}"
     if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-        errs = [_check_type(value, a) for a in typing.get_args(tp)]
+        args = typing.get_args(tp)
+        errs = [_check_type(value, a) for a in args]
         if any(e is None for e in errs):
             return None
+        non_null = [a for a in args if a is not type(None)]
+        if len(non_null) == 1:  # Optional[X]: say what X needs
+            return _check_type(value, non_null[0])
         return f"must be {_type_name(tp)}, got {type(value).__name__} {value!r}"
     if origin is list:
         if not isinstance(value, list):

@@ -26,7 +26,6 @@ from .spec_fields import (
 from .yaml_source import Locs, load_yaml, read_text
 
 STACKS = ("encoder", "decoder")
-OVERRIDE_FILE = "<override>"
 
 
 class Spec:
@@ -245,7 +244,7 @@ def apply_overrides(data: dict, locs: Locs, overrides: Mapping[str, Any] | None)
     issues = []
     for key, value in (overrides or {}).items():
         path = tuple(key.split("."))
-        loc = Location(OVERRIDE_FILE, 1, 1)
+        loc = Location(f"<override {key}>", 1, 1)
         if not all(path):
             issues.append(SpecIssue(key, "empty key in override", loc))
             continue
@@ -430,7 +429,7 @@ def resolve(data: dict, locs: Locs | None = None, registry: Registry | None = No
             continue
         section = data[which]
         if family != "encoder-decoder":
-            r.issue((which,), f"a '{which}:' section is only for encoder-decoder models")
+            r.issue((which,), f"the '{which}:' section is only for encoder-decoder models")
             continue
         if not isinstance(section, dict):
             r.issue((which,), "must be a mapping of per-stack overrides")
@@ -454,7 +453,12 @@ def resolve(data: dict, locs: Locs | None = None, registry: Registry | None = No
         _check_model(spec, r)
         if not r.issues:
             return spec
-    raise SpecError(r.issues)
+    raise SpecError(sorted(r.issues, key=_issue_order))
+
+
+def _issue_order(issue: SpecIssue) -> tuple:
+    loc = issue.location
+    return (0, loc.file, loc.line, loc.col) if loc else (1, "", 0, 0)
 
 
 def _ordered(out: dict) -> dict:

@@ -53,7 +53,7 @@ class RotaryPosition(Position):
     @classmethod
     def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
         rot = cls.rotary_dim(cfg, dims)
-        if rot % 2 or rot == 0:
+        if rot == 0 or (rot % 2 and rot != dims.head_dim):  # odd head_dim: the generic check
             return [
                 ("fraction", f"rotary dimension {rot} (head_dim x fraction) must be even and > 0")
             ]
