@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch.nn.functional as F
+from torch import Tensor, nn
+
 from archzoo.component import Capabilities, param
 from archzoo.interfaces import Attention, AttentionContext
-from torch import Tensor, nn
 
 
 class MultiHeadAttention(Attention):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from archzoo.interfaces import AttentionContext, Block, NormFactory
 from torch import Tensor, nn
+
+from archzoo.interfaces import AttentionContext, Block, NormFactory
 
 
 class PostLNBlock(Block):

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from torch import Tensor, nn
+
 from archzoo.component import Capabilities
 from archzoo.interfaces import AttentionContext, Block, NormFactory
-from torch import Tensor, nn
 
 
 class PreLNBlock(Block):

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from torch import Tensor, nn
+
 from archzoo.component import param
 from archzoo.interfaces import FeedForward
-from torch import Tensor, nn
 
 from .activations import ACTIVATIONS
 

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch.nn.functional as F
+from torch import Tensor, nn
+
 from archzoo.component import param
 from archzoo.interfaces import Head
-from torch import Tensor, nn
 
 from .pooling import pool
 

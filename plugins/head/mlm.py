@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
+from torch import Tensor, nn
+
 from archzoo.component import param
 from archzoo.interfaces import Embedding, Head, NormFactory
-from torch import Tensor, nn
 
 from ..ffn.activations import ACTIVATIONS
 from .losses import token_cross_entropy

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from torch import Tensor, nn
+
 from archzoo.component import param
 from archzoo.interfaces import Head
-from torch import Tensor, nn
 
 from .losses import token_cross_entropy
 

@@ -7,9 +7,10 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor, nn
+
 from archzoo.component import param
 from archzoo.interfaces import Norm
-from torch import Tensor, nn
 
 
 class LayerNorm(Norm):

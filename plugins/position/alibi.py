@@ -6,9 +6,10 @@ import math
 from typing import Any
 
 import torch
+from torch import Tensor
+
 from archzoo.component import Capabilities
 from archzoo.interfaces import Position
-from torch import Tensor
 
 
 def alibi_slopes(n_heads: int) -> list[float]:

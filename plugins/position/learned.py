@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch import Tensor, nn
+
 from archzoo.component import Capabilities, param
 from archzoo.interfaces import Position
-from torch import Tensor, nn
 
 
 class LearnedPosition(Position):

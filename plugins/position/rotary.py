@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch import Tensor
+
 from archzoo.component import Capabilities, param
 from archzoo.interfaces import Position
-from torch import Tensor
 
 
 def rotary_angles(positions: Tensor, rot_dim: int, base: float) -> Tensor:

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch import Tensor
+
 from archzoo.component import Capabilities, param
 from archzoo.interfaces import Position
-from torch import Tensor
 
 
 def sinusoidal_table(positions: Tensor, dim: int, base: float = 10000.0) -> Tensor:
