@@ -116,6 +116,20 @@ def _cross_attention(attention: dict) -> dict:
     return {"kind": "mha", **{k: attention[k] for k in keys if k in attention}}
 
 
+def materialize(model: nn.Module, device: str | torch.device) -> nn.Module:
+    """Allocate (uninitialised) storage for a meta-device model, keeping tied weights tied."""
+    refs: dict[int, list[tuple[nn.Module, str]]] = {}
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            refs.setdefault(id(p), []).append((module, name))
+    model = model.to_empty(device=device)
+    for group in refs.values():
+        first = getattr(group[0][0], group[0][1])
+        for module, name in group[1:]:
+            setattr(module, name, first)
+    return model
+
+
 @torch.no_grad()
 def init_weights(model: nn.Module, std: float) -> None:
     """Normal(0, std) weights, zero biases, unit norm scales; components may override."""

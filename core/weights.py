@@ -11,7 +11,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from .builder import build_model
+from .builder import build_model, materialize
 from .errors import SpecError
 from .model import ZooModel
 from .registry import get_registry
@@ -82,8 +82,7 @@ def load(
         spec = load_spec(spec_data, registry=get_registry())
     except SpecError as exc:
         raise WeightsError(f"{p}: the spec stored in the file does not validate:\n{exc}") from None
-    model = build_model(spec, device="meta")
-    model = model.to_empty(device=device or "cpu")
+    model = materialize(build_model(spec, device="meta"), device or "cpu")
     state = _read_tensors(p)
     load_state(model, state, aliases, str(p))
     if dtype is not None:
