@@ -44,11 +44,22 @@ class Registrar:
         self.plugin = plugin
         self.components: list[type[Component]] = []
         self.zoo_dirs: list[Path] = []
+        self.converters: list[Any] = []
 
     def add_component(self, cls: type[Component]) -> None:
         """Register one component class (its `kind` and `name` say where it goes)."""
         _check_component_class(cls)
         self.components.append(cls)
+
+    def add_converter(self, converter: Any) -> None:
+        """Register a Hugging Face converter (an archzoo.converter.Converter instance)."""
+        model_type = getattr(converter, "model_type", None)
+        if not isinstance(model_type, str) or not model_type:
+            raise RegistryError(f"converter {converter!r} has no model_type")
+        for method in ("to_spec", "convert"):
+            if not callable(getattr(converter, method, None)):
+                raise RegistryError(f"converter for {model_type!r} has no {method}() method")
+        self.converters.append(converter)
 
     def add_zoo_dir(self, path: str | os.PathLike[str]) -> None:
         """Register a directory of `*.yaml` model specs."""
@@ -80,6 +91,7 @@ class Registry:
         self.pm = pluggy.PluginManager(PROJECT)
         self.pm.add_hookspecs(ArchzooSpec)
         self._components: dict[tuple[str, str], tuple[type[Component], str]] = {}
+        self._converters: dict[str, tuple[Any, str]] = {}
         self.plugins: dict[str, PluginInfo] = {}
         self.zoo_dirs: list[Path] = []
         builtins = importlib.import_module("archzoo.plugins")
@@ -113,6 +125,7 @@ class Registry:
             self.pm.unregister(plugin)
             return info
         info.components = [f"{c.kind}:{c.name}" for c in registrar.components]
+        info.components += [f"converter:{c.model_type}" for c in registrar.converters]
         info.zoo_dirs = [str(p) for p in registrar.zoo_dirs]
         return info
 
@@ -123,6 +136,7 @@ class Registry:
             self.pm.unregister(plugin)
         info = self.plugins.pop(name, None)
         self._components = {k: v for k, v in self._components.items() if v[1] != name}
+        self._converters = {k: v for k, v in self._converters.items() if v[1] != name}
         if info:
             self.zoo_dirs = [p for p in self.zoo_dirs if str(p) not in info.zoo_dirs]
 
@@ -141,8 +155,19 @@ class Registry:
                     f"duplicate component {cls.kind}:{cls.name} within plugin {registrar.plugin!r}"
                 )
             seen[key] = registrar.plugin
+        types: set[str] = set()
+        for conv in registrar.converters:
+            if conv.model_type in self._converters or conv.model_type in types:
+                other = self._converters.get(conv.model_type, (None, registrar.plugin))[1]
+                raise RegistryError(
+                    f"duplicate converter for model_type {conv.model_type!r}: registered by "
+                    f"plugin {other!r} and again by plugin {registrar.plugin!r}"
+                )
+            types.add(conv.model_type)
         for cls in registrar.components:
             self._components[(cls.kind, cls.name)] = (cls, registrar.plugin)
+        for conv in registrar.converters:
+            self._converters[conv.model_type] = (conv, registrar.plugin)
         self.zoo_dirs.extend(registrar.zoo_dirs)
 
     def _load_entry_points(self) -> None:
@@ -183,6 +208,20 @@ class Registry:
             return self._components[(kind, name)][0]
         except KeyError:
             raise RegistryError(self.unknown_message(kind, name)) from None
+
+    def converter(self, model_type: str) -> Any:
+        """The converter for an HF model_type; the error lists the supported ones."""
+        if model_type not in self._converters:
+            from .converter import ConversionError
+
+            raise ConversionError(
+                f"unsupported model_type {model_type!r}; supported: "
+                f"{', '.join(sorted(self._converters)) or 'none'}"
+            )
+        return self._converters[model_type][0]
+
+    def model_types(self) -> list[str]:
+        return sorted(self._converters)
 
     def has(self, kind: str, name: str) -> bool:
         return (kind, name) in self._components

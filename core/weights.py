@@ -98,6 +98,14 @@ def _read_tensors(p: Path) -> dict[str, torch.Tensor]:
         raise WeightsError(f"{p}: cannot read tensors ({exc})") from None
 
 
+def tied_groups(model: torch.nn.Module) -> list[list[str]]:
+    """Names that refer to one shared parameter, for each parameter with several names."""
+    names: dict[int, list[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(name)
+    return [group for group in names.values() if len(group) > 1]
+
+
 def load_state(
     model: ZooModel, state: dict[str, torch.Tensor], aliases: dict[str, str], where: str
 ) -> None:
@@ -107,6 +115,11 @@ def load_state(
     for alias, target in aliases.items():
         if target in state:
             full[alias] = state[target]
+    for group in tied_groups(model):  # one stored copy serves every tied name
+        present = [n for n in group if n in full]
+        for name in group:
+            if present and name not in full:
+                full[name] = full[present[0]]
     missing = sorted(set(expected) - set(full))
     unexpected = sorted(set(full) - set(expected))
     shapes = [

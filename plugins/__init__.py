@@ -7,8 +7,10 @@ from typing import Any
 from archzoo.hooks import hookimpl
 
 from .attention.mha import MultiHeadAttention
+from .block.parallel import ParallelBlock
 from .block.post_ln import PostLNBlock
 from .block.pre_ln import PreLNBlock
+from .block.sandwich_ln import SandwichLNBlock
 from .embedding.token import TokenEmbedding
 from .ffn.glu import GLUFeedForward
 from .ffn.mlp import MLPFeedForward
@@ -22,8 +24,10 @@ from .norm.rmsnorm import RMSNorm
 from .position.alibi import AlibiPosition
 from .position.learned import LearnedPosition
 from .position.none import NoPosition
+from .position.relative import RelativePosition
 from .position.rotary import RotaryPosition
 from .position.sinusoidal import SinusoidalPosition
+from .position.t5_relative import T5RelativePosition
 from .sharing.none import NoSharing
 
 BUILTIN_COMPONENTS = (
@@ -32,12 +36,16 @@ BUILTIN_COMPONENTS = (
     LearnedPosition,
     RotaryPosition,
     AlibiPosition,
+    RelativePosition,
+    T5RelativePosition,
     NoPosition,
     MultiHeadAttention,
     LayerNorm,
     RMSNorm,
     PostLNBlock,
     PreLNBlock,
+    SandwichLNBlock,
+    ParallelBlock,
     MLPFeedForward,
     GLUFeedForward,
     NoSharing,

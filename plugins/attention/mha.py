@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -80,16 +81,40 @@ class MultiHeadAttention(Attention):
             q, k = ctx.position.rotate(ctx.position_state, q, k)
             scale = self.scale if self.scale is not None else self.head_dim**-0.5
             bias = ctx.position.score_bias(ctx.position_state, q, scale)
-        out = F.scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            attn_mask=ctx.mask.sdpa_mask(bias, q.dtype),
-            dropout_p=self.dropout if self.training else 0.0,
-            is_causal=ctx.mask.use_is_causal(bias),
-            scale=self.scale,
-            enable_gqa=self.n_kv != self.n_heads,
-        )  # (B, H, Tq, hd)
+        if getattr(ctx.position, "needs_probs", False):
+            out = self._attend_with_probs(q, k, v, ctx, bias)
+        else:
+            out = F.scaled_dot_product_attention(
+                q,
+                k,
+                v,
+                attn_mask=ctx.mask.sdpa_mask(bias, q.dtype),
+                dropout_p=self.dropout if self.training else 0.0,
+                is_causal=ctx.mask.use_is_causal(bias),
+                scale=self.scale,
+                enable_gqa=self.n_kv != self.n_heads,
+            )  # (B, H, Tq, hd)
         out = ctx.mask.zero_empty_rows(out)
         out = out.transpose(1, 2).reshape(B, Tq, self.q_dim)  # (B, Tq, H*hd)
         return self.out(out)
+
+    def _attend_with_probs(
+        self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext, bias: Tensor | None
+    ) -> Tensor:
+        """Explicit softmax path for positions that act on the probabilities (Shaw's a^V)."""
+        if self.n_kv != self.n_heads:
+            k = k.repeat_interleave(self.n_heads // self.n_kv, dim=1)  # (B, H, Tk, hd)
+            v = v.repeat_interleave(self.n_heads // self.n_kv, dim=1)
+        scale = self.scale if self.scale is not None else self.head_dim**-0.5
+        scores = (q @ k.transpose(-1, -2)) * scale  # (B, H, Tq, Tk)
+        mask = ctx.mask.sdpa_mask(bias, q.dtype)
+        if mask is None and ctx.mask.is_causal:
+            mask = ctx.mask.sdpa_mask(torch.zeros_like(scores), q.dtype)
+        if mask is not None:
+            scores = (
+                scores.masked_fill(~mask, torch.finfo(q.dtype).min)
+                if mask.dtype == torch.bool
+                else scores + mask
+            )
+        probs = F.dropout(scores.softmax(-1), self.dropout, self.training)
+        return probs @ v + ctx.position.value_bias(ctx.position_state, probs)

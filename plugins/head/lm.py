@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from archzoo.component import param
@@ -21,17 +22,27 @@ class LMHead(Head):
     @dataclass
     class Config:
         tie: bool = param(True, "reuse the token embedding table as the output projection")
-        bias: bool = param(False, "a bias per vocabulary entry")
+        bias: bool = param(False, "a learned bias per vocabulary entry")
+        fixed_bias: bool = param(False, "a bias kept as a buffer, not trained (BART)")
+        rescale: bool = param(False, "multiply hidden states by d_model^-0.5 first (tied T5)")
 
     def __init__(self, cfg: Any, dims: Any, *, embedding: Embedding, family: str, **_: Any) -> None:
         super().__init__(cfg, dims)
         self.proj = nn.Linear(dims.d_model, dims.vocab_size, bias=cfg.bias)
         if cfg.tie:
             self.proj.weight = embedding.word_weight()
+        if cfg.fixed_bias:
+            self.register_buffer("fixed_bias", torch.zeros(dims.vocab_size))
+        else:
+            self.fixed_bias = None
         self.shift = family == "decoder"
+        self.multiplier = dims.d_model**-0.5 if cfg.rescale else 1.0
 
     def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
-        return self.proj(hidden)  # (B, T, V)
+        if self.multiplier != 1.0:
+            hidden = hidden * self.multiplier
+        logits = self.proj(hidden)  # (B, T, V)
+        return logits if self.fixed_bias is None else logits + self.fixed_bias
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
         return token_cross_entropy(logits, labels, shift=self.shift)

@@ -1,0 +1,81 @@
+"""Import Hugging Face checkpoints (config.json + safetensors) as ZooModels."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError, safe_open
+
+from .builder import build_model, materialize
+from .converter import ConversionError, TensorSource
+from .model import ZooModel
+from .registry import Registry, get_registry
+from .spec import load_spec
+from .weights import load_state
+
+
+def read_config(directory: Path) -> dict[str, Any]:
+    path = directory / "config.json"
+    if not path.is_file():
+        raise ConversionError(f"{directory}: no config.json")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ConversionError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(config, dict) or "model_type" not in config:
+        raise ConversionError(f"{path}: no 'model_type' key")
+    return config
+
+
+def read_safetensors(directory: Path) -> dict[str, torch.Tensor]:
+    """All tensors of model.safetensors or of the shards its index names. Never pickle."""
+    single = directory / "model.safetensors"
+    index = directory / "model.safetensors.index.json"
+    if single.is_file():
+        files = [single]
+    elif index.is_file():
+        weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map", {})
+        files = [directory / f for f in sorted(set(weight_map.values()))]
+    else:
+        pickles = [p.name for p in directory.glob("*.bin")] + [
+            p.name for p in directory.glob("*.pt")
+        ]
+        hint = f" (found {', '.join(pickles)}: pickle files are never read)" if pickles else ""
+        raise ConversionError(f"{directory}: no model.safetensors or index{hint}")
+    tensors: dict[str, torch.Tensor] = {}
+    for f in files:
+        try:
+            with safe_open(str(f), framework="pt") as handle:
+                for key in handle.keys():
+                    tensors[key] = handle.get_tensor(key)
+        except (SafetensorError, OSError) as exc:
+            raise ConversionError(f"{f}: cannot read safetensors ({exc})") from None
+    return tensors
+
+
+def from_hf(
+    directory: str | os.PathLike[str],
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | None = None,
+    *,
+    registry: Registry | None = None,
+) -> ZooModel:
+    """Build a ZooModel equivalent to an HF checkpoint directory and load its weights."""
+    reg = registry or get_registry()
+    d = Path(directory)
+    config = read_config(d)
+    model_type = config["model_type"]
+    converter = reg.converter(model_type)
+    spec = load_spec(converter.to_spec(config), registry=reg)
+    src = TensorSource(read_safetensors(d), str(d))
+    state = converter.convert(src, config)
+    src.check_complete()
+    model = materialize(build_model(spec, device="meta", registry=reg), device or "cpu")
+    load_state(model, state, {}, str(d))
+    if dtype is not None:
+        model = model.to(dtype)
+    return model.eval()

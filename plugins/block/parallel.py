@@ -1,0 +1,54 @@
+"""Parallel block (GPT-J, GPT-NeoX): x = x + attn(norm1(x)) + ffn(norm2(x))."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from torch import Tensor, nn
+
+from archzoo.component import Capabilities, param
+from archzoo.interfaces import AttentionContext, Block, NormFactory
+
+
+class ParallelBlock(Block):
+    name = "parallel"
+    summary = "attention and FFN read the same input and add to one residual (GPT-J, GPT-NeoX)"
+    capabilities = Capabilities(final_norm=True)
+
+    @dataclass
+    class Config:
+        shared_norm: bool = param(False, "one norm feeds both branches (GPT-J) instead of two")
+
+    def __init__(
+        self,
+        cfg: Any,
+        dims: Any,
+        *,
+        attention: nn.Module,
+        ffn: nn.Module,
+        make_norm: NormFactory,
+        cross_attention: nn.Module | None = None,
+    ) -> None:
+        super().__init__(cfg, dims)
+        self.attention_norm = make_norm()
+        self.attention = attention
+        self.cross_norm = make_norm() if cross_attention is not None else None
+        self.cross_attention = cross_attention
+        self.ffn_norm = None if cfg.shared_norm else make_norm()
+        self.ffn = ffn
+        self.dropout = nn.Dropout(dims.dropout)
+
+    def forward(
+        self,
+        x: Tensor,
+        self_ctx: AttentionContext,
+        memory: Tensor | None = None,
+        cross_ctx: AttentionContext | None = None,
+    ) -> Tensor:
+        h = self.attention_norm(x)
+        attn = self.dropout(self.attention(h, self_ctx))
+        if self.cross_attention is not None:
+            attn = attn + self.dropout(self.cross_attention(self.cross_norm(x), cross_ctx, memory))
+        ffn_in = h if self.ffn_norm is None else self.ffn_norm(x)
+        return x + attn + self.dropout(self.ffn(ffn_in))
