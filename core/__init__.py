@@ -6,7 +6,9 @@ __version__ = "0.1.0"
 
 from .builder import build_model  # noqa: E402
 from .component import Capabilities, Component, param  # noqa: E402
+from .converter import ConversionError, Converter  # noqa: E402
 from .errors import Location, SpecError, SpecIssue  # noqa: E402
+from .hf_import import from_hf  # noqa: E402
 from .hooks import hookimpl  # noqa: E402
 from .model import ModelOutput, ZooModel  # noqa: E402
 from .registry import Registry, RegistryError, get_registry  # noqa: E402
@@ -28,6 +30,8 @@ def list_models() -> list[str]:
 __all__ = [
     "Capabilities",
     "Component",
+    "ConversionError",
+    "Converter",
     "Location",
     "ModelOutput",
     "Registry",
@@ -38,6 +42,7 @@ __all__ = [
     "WeightsError",
     "ZooModel",
     "build_model",
+    "from_hf",
     "get_registry",
     "hookimpl",
     "list_components",

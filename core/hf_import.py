@@ -70,8 +70,8 @@ def from_hf(
     config = read_config(d)
     model_type = config["model_type"]
     converter = reg.converter(model_type)
-    spec = load_spec(converter.to_spec(config), registry=reg)
     src = TensorSource(read_safetensors(d), str(d))
+    spec = load_spec(converter.to_spec(config), registry=reg)
     state = converter.convert(src, config)
     src.check_complete()
     model = materialize(build_model(spec, device="meta", registry=reg), device or "cpu")

@@ -1,4 +1,4 @@
-"""Built-in components, registered through the same hook a third-party plugin uses."""
+"""Built-in components and HF converters, registered through the same hook a third-party plugin uses."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from .block.parallel import ParallelBlock
 from .block.post_ln import PostLNBlock
 from .block.pre_ln import PreLNBlock
 from .block.sandwich_ln import SandwichLNBlock
+from .converters.bert import BertConverter, RobertaConverter
+from .converters.gpt2 import GPT2Converter
 from .embedding.token import TokenEmbedding
 from .ffn.glu import GLUFeedForward
 from .ffn.mlp import MLPFeedForward
@@ -56,9 +58,17 @@ BUILTIN_COMPONENTS = (
     TokenClassifierHead,
 )
 
+BUILTIN_CONVERTERS = (
+    BertConverter(),
+    RobertaConverter(),
+    GPT2Converter(),
+)
+
 
 @hookimpl
 def archzoo_register(registrar: Any) -> None:
     """Register every built-in component."""
     for cls in BUILTIN_COMPONENTS:
         registrar.add_component(cls)
+    for converter in BUILTIN_CONVERTERS:
+        registrar.add_converter(converter)

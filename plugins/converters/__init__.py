@@ -1,0 +1,1 @@
+"""Built-in Hugging Face converters, one file per model_type."""

@@ -1,0 +1,86 @@
+"""Helpers shared by the Hugging Face converters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor
+
+from archzoo.converter import ConversionError, TensorSource
+
+ACTIVATIONS = {
+    "gelu": "gelu",
+    "gelu_new": "gelu_tanh",
+    "gelu_fast": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "relu": "relu",
+    "silu": "silu",
+    "swish": "silu",
+}
+
+
+def activation(name: str, key: str = "hidden_act") -> str:
+    """archzoo's name for an HF activation, or a ConversionError naming the key."""
+    if name not in ACTIVATIONS:
+        raise ConversionError(
+            f"config.json {key}={name!r} is not supported; supported: {', '.join(ACTIVATIONS)}"
+        )
+    return ACTIVATIONS[name]
+
+
+def refuse(config: dict[str, Any], key: str, allowed: Any) -> None:
+    """Fail when a config key is set to a value archzoo does not reproduce."""
+    value = config.get(key, allowed)
+    if value != allowed:
+        raise ConversionError(f"config.json {key}={value!r} is not supported (only {allowed!r})")
+
+
+def rope_parameters(config: dict[str, Any]) -> dict[str, Any]:
+    """Rotary settings from either transformers 4 keys or 5's `rope_parameters`."""
+    params = dict(config.get("rope_parameters") or {})
+    scaling = config.get("rope_scaling") or {}
+    rope_type = params.get("rope_type", scaling.get("rope_type", scaling.get("type", "default")))
+    if rope_type != "default":
+        raise ConversionError(f"rope type {rope_type!r} is not supported (only 'default')")
+    theta = params.get(
+        "rope_theta", config.get("rope_theta", config.get("rotary_emb_base", 10000.0))
+    )
+    fraction = params.get("partial_rotary_factor", config.get("rotary_pct", 1.0))
+    return {"base": float(theta), "fraction": float(fraction)}
+
+
+def prefix(src: TensorSource, probe: str, *candidates: str) -> str:
+    """The first candidate prefix under which `probe` exists (or the first candidate)."""
+    for p in candidates:
+        if src.has(p + probe):
+            return p
+    return candidates[0]
+
+
+def linear(
+    out: dict[str, Tensor | None], src: TensorSource, hf: str, ours: str, *, bias: bool = True
+) -> None:
+    """Copy an nn.Linear's weight (and bias)."""
+    out[f"{ours}.weight"] = src.take(f"{hf}.weight")
+    if bias:
+        out[f"{ours}.bias"] = src.take(f"{hf}.bias")
+
+
+def norm(
+    out: dict[str, Tensor | None], src: TensorSource, hf: str, ours: str, *, bias: bool = True
+) -> None:
+    linear(out, src, hf, ours, bias=bias)
+
+
+def heads_qkv_to_blocks(t: Tensor | None, n_heads: int) -> Tensor | None:
+    """Reorder a fused projection laid out per head [h: q|k|v] into [q | k | v] (BLOOM, NeoX)."""
+    if t is None:
+        return None
+    rest = t.shape[1:]
+    t = t.reshape(n_heads, 3, t.shape[0] // (3 * n_heads), *rest)  # (H, 3, hd, ...)
+    return t.transpose(0, 1).reshape(-1, *rest)  # (3 * H * hd, ...)
+
+
+def name_of(config: dict[str, Any]) -> str:
+    path = str(config.get("_name_or_path") or "").rstrip("/").split("/")[-1]
+    return path or f"{config['model_type']}-import"

@@ -1,0 +1,113 @@
+"""from_hf: tiny random HF checkpoints import with the same logits and loss as transformers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import transformers as hf
+from hf_util import max_diff_unpadded, padded_batch, perturb, save_hf
+
+import archzoo
+from archzoo import ConversionError
+
+V = 96
+
+
+def decoder_case(tmp_path, model):
+    perturb(model)
+    model.eval()
+    directory = save_hf(model, tmp_path / "hf")
+    ours = archzoo.from_hf(directory)
+    ids, mask = padded_batch(V)
+    labels = ids.masked_fill(mask == 0, -100)
+    with torch.no_grad():
+        ref = model(input_ids=ids, attention_mask=mask, labels=labels)
+        got = ours(ids, attention_mask=mask, labels=labels)
+    return ref, got, mask, ours, directory
+
+
+CASES = {
+    "gpt2": lambda: hf.GPT2LMHeadModel(
+        hf.GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=V, n_positions=64)
+    ),
+    "bert": lambda: hf.BertForMaskedLM(
+        hf.BertConfig(
+            num_hidden_layers=2,
+            hidden_size=32,
+            num_attention_heads=4,
+            intermediate_size=64,
+            vocab_size=V,
+            max_position_embeddings=64,
+        )
+    ),
+    "roberta": lambda: hf.RobertaForMaskedLM(
+        hf.RobertaConfig(
+            num_hidden_layers=2,
+            hidden_size=32,
+            num_attention_heads=4,
+            intermediate_size=64,
+            vocab_size=V,
+            max_position_embeddings=66,
+            type_vocab_size=1,
+        )
+    ),
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(CASES))
+def test_import_matches_hf_logits_and_loss(tmp_path, model_type):
+    hf_model = CASES[model_type]()
+    ref, got, mask, ours, _ = decoder_case(tmp_path, hf_model)
+    assert max_diff_unpadded(ref.logits, got.logits, mask) <= 1e-4
+    assert abs(ref.loss.item() - got.loss.item()) <= 1e-5
+    assert ours.num_parameters() == sum(p.numel() for p in hf_model.parameters())
+
+
+def test_import_then_save_and_load_gives_identical_logits(tmp_path):
+    _, got, mask, ours, _ = decoder_case(tmp_path, CASES["gpt2"]())
+    archzoo.save(ours, tmp_path / "m.safetensors")
+    again = archzoo.load(tmp_path / "m.safetensors").eval()
+    ids, mask = padded_batch(V)
+    with torch.no_grad():
+        assert torch.equal(
+            ours(ids, attention_mask=mask).logits, again(ids, attention_mask=mask).logits
+        )
+
+
+def test_unknown_model_type_lists_supported(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "mamba"}))
+    with pytest.raises(ConversionError, match="unsupported model_type 'mamba'; supported: .*gpt2"):
+        archzoo.from_hf(tmp_path)
+
+
+def test_missing_unexpected_and_misshaped_tensors_are_named(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    directory = save_hf(CASES["gpt2"](), tmp_path / "hf")
+    weights = directory / "model.safetensors"
+    state = load_file(weights)
+    state.pop("transformer.h.1.mlp.c_fc.bias")
+    state["transformer.extra.weight"] = torch.zeros(3)
+    save_file(state, weights, metadata={"format": "pt"})
+    with pytest.raises(ConversionError) as err:
+        archzoo.from_hf(directory)
+    assert "missing tensors: transformer.h.1.mlp.c_fc.bias" in str(err.value)
+    assert "unexpected tensors: transformer.extra.weight" in str(err.value)
+
+    state = load_file(weights)
+    state["transformer.h.1.mlp.c_fc.bias"] = torch.zeros(7)
+    state.pop("transformer.extra.weight")
+    save_file(state, weights, metadata={"format": "pt"})
+    with pytest.raises(
+        archzoo.WeightsError, match="mis-shaped tensors: decoder.blocks.1.ffn.fc_in.bias"
+    ):
+        archzoo.from_hf(directory)
+
+
+def test_pickle_checkpoints_are_never_read(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 1}))
+    (tmp_path / "pytorch_model.bin").write_bytes(b"not read")
+    with pytest.raises(ConversionError, match="pickle files are never read"):
+        archzoo.from_hf(tmp_path)
