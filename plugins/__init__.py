@@ -11,8 +11,13 @@ from .block.parallel import ParallelBlock
 from .block.post_ln import PostLNBlock
 from .block.pre_ln import PreLNBlock
 from .block.sandwich_ln import SandwichLNBlock
+from .converters.bart import BartConverter
 from .converters.bert import BertConverter, RobertaConverter
+from .converters.bloom import BloomConverter
 from .converters.gpt2 import GPT2Converter
+from .converters.gpt_neox import GPTNeoXConverter
+from .converters.llama import LlamaConverter
+from .converters.t5 import T5Converter
 from .embedding.token import TokenEmbedding
 from .ffn.glu import GLUFeedForward
 from .ffn.mlp import MLPFeedForward
@@ -62,6 +67,11 @@ BUILTIN_CONVERTERS = (
     BertConverter(),
     RobertaConverter(),
     GPT2Converter(),
+    T5Converter(),
+    BartConverter(),
+    LlamaConverter(),
+    BloomConverter(),
+    GPTNeoXConverter(),
 )
 
 

@@ -53,7 +53,106 @@ CASES = {
             type_vocab_size=1,
         )
     ),
+    "llama": lambda: hf.LlamaForCausalLM(
+        hf.LlamaConfig(
+            num_hidden_layers=2,
+            hidden_size=32,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=64,
+            vocab_size=V,
+            max_position_embeddings=64,
+        )
+    ),
+    "bloom": lambda: hf.BloomForCausalLM(
+        hf.BloomConfig(n_layer=2, hidden_size=48, n_head=6, vocab_size=V)
+    ),
+    "gpt_neox": lambda: hf.GPTNeoXForCausalLM(
+        hf.GPTNeoXConfig(
+            num_hidden_layers=2,
+            hidden_size=32,
+            num_attention_heads=4,
+            intermediate_size=64,
+            vocab_size=V,
+            max_position_embeddings=64,
+            rotary_pct=0.5,
+        )
+    ),
 }
+
+SEQ2SEQ = {
+    "t5": lambda: hf.T5ForConditionalGeneration(
+        hf.T5Config(
+            num_layers=2,
+            num_decoder_layers=3,
+            d_model=32,
+            num_heads=4,
+            d_kv=8,
+            d_ff=64,
+            vocab_size=V,
+            relative_attention_num_buckets=8,
+            relative_attention_max_distance=20,
+        )
+    ),
+    "t5-gated-untied": lambda: hf.T5ForConditionalGeneration(
+        hf.T5Config(
+            num_layers=2,
+            d_model=32,
+            num_heads=4,
+            d_kv=16,
+            d_ff=64,
+            vocab_size=V,
+            feed_forward_proj="gated-gelu",
+            tie_word_embeddings=False,
+        )
+    ),
+    "bart": lambda: hf.BartForConditionalGeneration(
+        hf.BartConfig(
+            encoder_layers=2,
+            decoder_layers=1,
+            d_model=32,
+            encoder_attention_heads=4,
+            decoder_attention_heads=2,
+            encoder_ffn_dim=64,
+            decoder_ffn_dim=48,
+            vocab_size=V,
+            max_position_embeddings=64,
+        )
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEQ2SEQ))
+def test_seq2seq_import_matches_hf_logits_and_loss(tmp_path, name):
+    model = SEQ2SEQ[name]()
+    perturb(model)
+    model.eval()
+    ours = archzoo.from_hf(save_hf(model, tmp_path / "hf"))
+    ids, mask = padded_batch(V, length=11, real=7)
+    dec, dec_mask = padded_batch(V, length=8, real=5)
+    labels = dec.masked_fill(dec_mask == 0, -100)
+    with torch.no_grad():
+        ref = model(
+            input_ids=ids,
+            attention_mask=mask,
+            decoder_input_ids=dec,
+            decoder_attention_mask=dec_mask,
+            labels=labels,
+        )
+        got = ours(
+            ids,
+            attention_mask=mask,
+            decoder_input_ids=dec,
+            decoder_attention_mask=dec_mask,
+            labels=labels,
+        )
+    assert max_diff_unpadded(ref.logits, got.logits, dec_mask) <= 1e-4
+    assert (
+        max_diff_unpadded(ref.encoder_last_hidden_state, got.encoder_last_hidden_state, mask)
+        <= 1e-4
+    )
+    assert abs(ref.loss.item() - got.loss.item()) <= 1e-5
+    assert ours.num_parameters() == sum(p.numel() for p in model.parameters())
 
 
 @pytest.mark.parametrize("model_type", sorted(CASES))
