@@ -116,17 +116,31 @@ def _cross_attention(attention: dict) -> dict:
     return {"kind": "mha", **{k: attention[k] for k in keys if k in attention}}
 
 
-def materialize(model: nn.Module, device: str | torch.device) -> nn.Module:
-    """Allocate (uninitialised) storage for a meta-device model, keeping tied weights tied."""
+TieGroups = list[list[tuple[nn.Module, str]]]
+
+
+def capture_ties(model: nn.Module) -> TieGroups:
+    """Every parameter that several modules hold, as (module, attribute) lists."""
     refs: dict[int, list[tuple[nn.Module, str]]] = {}
     for module in model.modules():
         for name, p in module.named_parameters(recurse=False):
             refs.setdefault(id(p), []).append((module, name))
-    model = model.to_empty(device=device)
-    for group in refs.values():
+    return [group for group in refs.values() if len(group) > 1]
+
+
+def restore_ties(groups: TieGroups) -> None:
+    """Make every holder of a tied parameter hold the first holder's parameter again."""
+    for group in groups:
         first = getattr(group[0][0], group[0][1])
         for module, name in group[1:]:
             setattr(module, name, first)
+
+
+def materialize(model: nn.Module, device: str | torch.device) -> nn.Module:
+    """Allocate (uninitialised) storage for a meta-device model, keeping tied weights tied."""
+    groups = capture_ties(model)
+    model = model.to_empty(device=device)
+    restore_ties(groups)
     return model
 
 

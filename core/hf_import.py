@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from safetensors import SafetensorError, safe_open
 
-from .builder import build_model, materialize
+from .builder import build_model
 from .converter import ConversionError, TensorSource
 from .model import ZooModel
 from .registry import Registry, get_registry
@@ -74,8 +74,8 @@ def from_hf(
     spec = load_spec(converter.to_spec(config), registry=reg)
     state = converter.convert(src, config)
     src.check_complete()
-    model = materialize(build_model(spec, device="meta", registry=reg), device or "cpu")
+    model = build_model(spec, device="meta", registry=reg)
     load_state(model, state, {}, str(d))
-    if dtype is not None:
-        model = model.to(dtype)
+    if device is not None or dtype is not None:
+        model = model.to(device=device, dtype=dtype)
     return model.eval()

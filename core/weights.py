@@ -11,7 +11,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from .builder import build_model, materialize
+from .builder import build_model, capture_ties, restore_ties
 from .errors import SpecError
 from .model import ZooModel
 from .registry import get_registry
@@ -82,11 +82,10 @@ def load(
         spec = load_spec(spec_data, registry=get_registry())
     except SpecError as exc:
         raise WeightsError(f"{p}: the spec stored in the file does not validate:\n{exc}") from None
-    model = materialize(build_model(spec, device="meta"), device or "cpu")
-    state = _read_tensors(p)
-    load_state(model, state, aliases, str(p))
-    if dtype is not None:
-        model = model.to(dtype)
+    model = build_model(spec, device="meta")
+    load_state(model, _read_tensors(p), aliases, str(p))
+    if device is not None or dtype is not None:
+        model = model.to(device=device, dtype=dtype)
     return model
 
 
@@ -136,5 +135,18 @@ def load_state(
         problems.append("mis-shaped tensors: " + "; ".join(shapes[:10]))
     if problems:
         raise WeightsError(f"{where}: weights do not fit the spec: " + " | ".join(problems))
-    with torch.no_grad():
-        model.load_state_dict(full, strict=True, assign=False)
+    params = dict(model.named_parameters(remove_duplicate=False))
+    params.update(model.named_buffers(remove_duplicate=False))
+    for name, t in full.items():  # keep the model's dtype (checkpoints may be fp16/bf16)
+        want = params[name]
+        if t.dtype != want.dtype and t.is_floating_point():
+            full[name] = t.to(want.dtype)
+        if want.device.type != "meta" and t.device != want.device:
+            full[name] = full[name].to(want.device)
+    ties = capture_ties(model)
+    with torch.no_grad():  # assign: take the tensors as they are, no second copy
+        model.load_state_dict(full, strict=True, assign=True)
+    restore_ties(ties)
+    for name, t in [*model.named_parameters(), *model.named_buffers()]:
+        if t.device.type == "meta":
+            raise WeightsError(f"{where}: {name} was not loaded (still on the meta device)")

@@ -65,7 +65,7 @@ class GPT2Converter(Converter):
                 ("mlp.c_proj", "ffn.fc_out"),
             ):
                 w = src.take(f"{hf}{h}.weight")  # Conv1D stores (in, out)
-                out[f"{ours}{o}.weight"] = None if w is None else w.t()
+                out[f"{ours}{o}.weight"] = None if w is None else w.t()  # a view: no copy
                 out[f"{ours}{o}.bias"] = src.take(f"{hf}{h}.bias")
             src.skip(hf + "attn.bias")  # causal-mask buffers of old checkpoints
             src.skip(hf + "attn.masked_bias")
