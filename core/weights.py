@@ -82,8 +82,10 @@ def load(
         spec = load_spec(spec_data, registry=get_registry())
     except SpecError as exc:
         raise WeightsError(f"{p}: the spec stored in the file does not validate:\n{exc}") from None
-    model = build_model(spec, device="meta")
-    load_state(model, _read_tensors(p), aliases, str(p))
+    state = _read_tensors(p)
+    stored = next((t.dtype for t in state.values() if t.is_floating_point()), None)
+    model = build_model(spec, device="meta", dtype=stored)  # keep the saved precision
+    load_state(model, state, aliases, str(p))
     if device is not None or dtype is not None:
         model = model.to(device=device, dtype=dtype)
     return model

@@ -164,15 +164,18 @@ def test_import_matches_hf_logits_and_loss(tmp_path, model_type):
     assert ours.num_parameters() == sum(p.numel() for p in hf_model.parameters())
 
 
-def test_import_then_save_and_load_gives_identical_logits(tmp_path):
-    _, got, mask, ours, _ = decoder_case(tmp_path, CASES["gpt2"]())
+@pytest.mark.parametrize("name", sorted(CASES) + sorted(SEQ2SEQ))
+def test_import_then_save_and_load_gives_identical_logits(tmp_path, name):
+    ours = archzoo.from_hf(save_hf({**CASES, **SEQ2SEQ}[name](), tmp_path / "hf"))
     archzoo.save(ours, tmp_path / "m.safetensors")
     again = archzoo.load(tmp_path / "m.safetensors").eval()
+    assert again.spec == ours.spec
     ids, mask = padded_batch(V)
+    extra = {"decoder_input_ids": ids[:, :5]} if name in SEQ2SEQ else {}
     with torch.no_grad():
-        assert torch.equal(
-            ours(ids, attention_mask=mask).logits, again(ids, attention_mask=mask).logits
-        )
+        a = ours(ids, attention_mask=mask, **extra).logits
+        b = again(ids, attention_mask=mask, **extra).logits
+    assert torch.equal(a, b)
 
 
 def test_unknown_model_type_lists_supported(tmp_path):
