@@ -251,4 +251,6 @@ def test_load_keeps_the_saved_precision_unless_asked(tmp_path):
     again = archzoo.load(path)
     assert {p.dtype for p in again.parameters()} == {torch.bfloat16}
     assert again.head.proj.weight is again.decoder.embedding.word.weight
-    assert {p.dtype for p in archzoo.load(path, dtype=torch.float32).parameters()} == {torch.float32}
+    assert {p.dtype for p in archzoo.load(path, dtype=torch.float32).parameters()} == {
+        torch.float32
+    }
