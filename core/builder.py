@@ -61,7 +61,8 @@ def assemble(spec: Spec, reg: Registry) -> ZooModel:
         )
         if first_embedding is not None and spec.data["tie_embeddings"]:
             embedding.share_word_weight(first_embedding)
-        first_embedding = first_embedding or embedding
+        if first_embedding is None:
+            first_embedding = embedding
         position = _make(reg, "position", cfg["position"], dims, causal=causal)
         sharing = _make(reg, "sharing", cfg["sharing"], dims)
         layer_map = sharing.assign(cfg["n_layers"])

@@ -38,7 +38,11 @@ class Embedding(Component):
 
     def word_weight(self) -> nn.Parameter:
         """The (vocab, d_model) token table an LM head may tie to."""
-        raise NotImplementedError
+        raise NotImplementedError(f"embedding {self.name!r} has no word table to tie to")
+
+    def share_word_weight(self, other: Embedding) -> None:
+        """Use `other`'s token table (one vocabulary across encoder and decoder)."""
+        raise NotImplementedError(f"embedding {self.name!r} cannot share its word table")
 
     def forward(
         self,
