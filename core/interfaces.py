@@ -87,12 +87,21 @@ class AttentionContext:
     mask: AttentionMask
     position: Position | None = None
     position_state: Any = None
+    cache: Any = None  # this layer's LayerCache (self) or CrossCache (cross), when decoding
 
 
 class Attention(Component):
-    """Projections plus the attention core. forward(x, ctx, memory) -> (B, Tq, d_model)."""
+    """Projections plus the attention core. forward(x, ctx, memory) -> (B, Tq, d_model).
+
+    With `ctx.cache` set, x holds only the new tokens: new keys/values are appended to the
+    cache (self-attention) or the memory's are computed once and reused (cross-attention).
+    """
 
     kind: ClassVar[str] = "attention"
+
+    def cache_layout(self) -> tuple[int, int, int | None]:
+        """(n_kv_heads, head_dim, window) of the keys this layer caches; window None = all."""
+        raise NotImplementedError(f"attention {self.name!r} does not support a KV cache")
 
     def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:
         raise NotImplementedError

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from .cache import CrossCache, KVCache, LayerCache
 from .interfaces import AttentionContext, Embedding, Head, Position
 from .masks import AttentionMask
 from .spec import Spec
@@ -55,27 +56,55 @@ class Stack(nn.Module):
         position_ids: Tensor | None = None,
         memory: Tensor | None = None,
         memory_mask: Tensor | None = None,
+        cache: KVCache | None = None,
     ) -> Tensor:
+        """Hidden states (B, T, D). With a cache, input_ids are the new tokens only and
+        attention_mask (if any) covers every cached token plus the new ones."""
         B, T = input_ids.shape
+        past = 0 if cache is None else cache.length
         if position_ids is None:
-            position_ids = torch.arange(T, device=input_ids.device).expand(B, T)  # (B, T)
+            position_ids = torch.arange(past, past + T, device=input_ids.device).expand(B, T)
+        k_pos, key_padding = position_ids, attention_mask
+        if cache is not None:
+            k_pos, key_padding = cache.advance(position_ids, attention_mask)
         x = self.embedding(input_ids, token_type_ids, self.position.embed(position_ids))
         mask = AttentionMask.build(
-            T, T, causal=self.causal, key_padding=attention_mask, device=input_ids.device
+            T, k_pos.shape[1], causal=self.causal, key_padding=key_padding, device=input_ids.device
         )
-        state = self.position.prepare(position_ids, position_ids)
-        ctx = AttentionContext(mask, self.position, state)
+        ctx = AttentionContext(mask, self.position, self.position.prepare(position_ids, k_pos))
         cross_ctx = None
         if memory is not None:
             cross_mask = AttentionMask.build(
                 T, memory.shape[1], causal=False, key_padding=memory_mask, device=memory.device
             )
             cross_ctx = AttentionContext(cross_mask)
-        for i in self.layer_map:
-            x = self.blocks[i](x, ctx, memory, cross_ctx)
+        for j, i in enumerate(self.layer_map):
+            if cache is None:
+                x = self.blocks[i](x, ctx, memory, cross_ctx)
+                continue
+            layer_ctx = replace(ctx, cache=cache.layers[j])
+            layer_cross = (
+                replace(cross_ctx, cache=cache.cross[j]) if cross_ctx is not None else None
+            )
+            x = self.blocks[i](x, layer_ctx, memory, layer_cross)
         if self.final_norm is not None:
             x = self.final_norm(x)
         return x
+
+    def new_cache(self, batch: int, capacity: int, *, cross: bool = False) -> KVCache:
+        """An empty static cache for `batch` rows and up to `capacity` tokens."""
+        ref = next(self.parameters())
+        layers = []
+        for i in self.layer_map:
+            n_kv, head_dim, window = self.blocks[i].attention.cache_layout()
+            size = capacity if window is None else min(capacity, window)
+            layers.append(
+                LayerCache(
+                    batch, n_kv, head_dim, size, window=window, dtype=ref.dtype, device=ref.device
+                )
+            )
+        crosses = [CrossCache() for _ in self.layer_map] if cross else None
+        return KVCache(layers, crosses, batch=batch, capacity=capacity, device=ref.device)
 
 
 class ZooModel(nn.Module):
@@ -103,28 +132,47 @@ class ZooModel(nn.Module):
         decoder_attention_mask: Tensor | None = None,
         labels: Tensor | None = None,
         position_ids: Tensor | None = None,
+        *,
+        cache: KVCache | None = None,
+        encoder_outputs: Tensor | None = None,
+        logits_to_keep: int | None = None,
     ) -> ModelOutput:
-        """Run the model; `labels` (-100 ignored) add a loss."""
-        self._check_ids(input_ids, "input_ids")
+        """Run the model; `labels` (-100 ignored) add a loss.
+
+        Decoding: `cache` (from `new_cache`) makes the decoder see only new tokens;
+        `encoder_outputs` skips the encoder; `logits_to_keep=n` scores the last n positions.
+        """
         enc_out = None
         if self.family == "encoder":
+            self._check_ids(input_ids, "input_ids")
             hidden = self.encoder(input_ids, attention_mask, token_type_ids, position_ids)
             mask = attention_mask
         elif self.family == "decoder":
-            hidden = self.decoder(input_ids, attention_mask, token_type_ids, position_ids)
+            self._check_ids(input_ids, "input_ids")
+            hidden = self.decoder(
+                input_ids, attention_mask, token_type_ids, position_ids, cache=cache
+            )
             mask = attention_mask
         else:
             if decoder_input_ids is None:
                 raise ValueError("an encoder-decoder model needs decoder_input_ids")
             self._check_ids(decoder_input_ids, "decoder_input_ids")
-            enc_out = self.encoder(input_ids, attention_mask, token_type_ids)
+            enc_out = encoder_outputs
+            if enc_out is None:
+                self._check_ids(input_ids, "input_ids")
+                enc_out = self.encoder(input_ids, attention_mask, token_type_ids)
             hidden = self.decoder(
                 decoder_input_ids,
                 decoder_attention_mask,
+                position_ids=position_ids,
                 memory=enc_out,
                 memory_mask=attention_mask,
+                cache=cache,
             )
             mask = decoder_attention_mask
+        if logits_to_keep is not None:
+            hidden = hidden[:, -logits_to_keep:]
+            mask = None if mask is None else mask[:, -logits_to_keep:]
         logits = self.head(hidden, mask)
         loss = None
         if labels is not None:
@@ -151,6 +199,18 @@ class ZooModel(nn.Module):
         vocab = self.spec.data["vocab_size"]
         if lo < 0 or hi >= vocab:
             raise ValueError(f"{name} holds ids outside [0, {vocab}): min {lo}, max {hi}")
+
+    def new_cache(self, batch: int, capacity: int) -> KVCache:
+        """An empty KV cache for the decoder stack (with cross-attention slots if any)."""
+        if self.decoder is None:
+            raise ValueError(f"a {self.family} model does not decode; it has no KV cache")
+        return self.decoder.new_cache(batch, capacity, cross=self.family == "encoder-decoder")
+
+    def generate(self, input_ids: Tensor, **kwargs: Any) -> Tensor:
+        """Generate tokens with transformers' conventions; see archzoo.generation.generate."""
+        from .generation import generate
+
+        return generate(self, input_ids, **kwargs)
 
     def num_parameters(self) -> int:
         """Total parameter count, tied or shared weights counted once."""

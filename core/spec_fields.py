@@ -52,6 +52,11 @@ class ModelFields:
     )
     init_std: float = param(0.02, "std of the normal init of weights", gt=0.0)
     pad_token_id: int | None = param(None, "padding token id", min=0)
+    bos_token_id: int | None = param(None, "beginning-of-sequence token id", min=0)
+    eos_token_id: int | list[int] | None = param(None, "end-of-sequence token id(s)")
+    decoder_start_token_id: int | None = param(
+        None, "encoder-decoder: first decoder token in generation", min=0
+    )
     tie_embeddings: bool = param(True, "encoder-decoder: one token table for both stacks")
 
 

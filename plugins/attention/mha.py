@@ -16,7 +16,7 @@ from archzoo.interfaces import Attention, AttentionContext
 class MultiHeadAttention(Attention):
     name = "mha"
     summary = "dense multi-head attention (n_kv_heads for MQA/GQA) via scaled_dot_product_attention"
-    capabilities = Capabilities(cross=True)
+    capabilities = Capabilities(cross=True, kv_cache=True)
 
     @dataclass
     class Config:
@@ -59,26 +59,55 @@ class MultiHeadAttention(Attention):
             ]
         return []
 
-    def project(self, x: Tensor, memory: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
-        """q (B, Tq, H*hd), k and v (B, Tk, Hkv*hd)."""
-        if hasattr(self, "qkv"):
-            return self.qkv(x).split([self.q_dim, self.kv_dim, self.kv_dim], dim=-1)
-        src = x if memory is None else memory
+    def cache_layout(self) -> tuple[int, int, int | None]:
+        return self.n_kv, self.head_dim, None
+
+    def project_kv(self, src: Tensor) -> tuple[Tensor, Tensor]:
+        """k and v (B, Hkv, Tk, hd) of a source sequence (cross-attention memory)."""
         if hasattr(self, "kv"):
             k, v = self.kv(src).split([self.kv_dim, self.kv_dim], dim=-1)
-            return self.q(x), k, v
-        return self.q(x), self.k(src), self.v(src)
+        else:
+            k, v = self.k(src), self.v(src)
+        return self._heads(k, self.n_kv), self._heads(v, self.n_kv)
+
+    def _heads(self, t: Tensor, n: int) -> Tensor:
+        B, T, _ = t.shape
+        return t.view(B, T, n, self.head_dim).transpose(1, 2)  # (B, n, T, hd)
+
+    def project(
+        self, x: Tensor, ctx: AttentionContext, memory: Tensor | None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """q (B, H, Tq, hd), k and v (B, Hkv, Tk, hd), with positions and cache applied."""
+        if hasattr(self, "qkv"):
+            q, k, v = self.qkv(x).split([self.q_dim, self.kv_dim, self.kv_dim], dim=-1)
+            q, k, v = (
+                self._heads(q, self.n_heads),
+                self._heads(k, self.n_kv),
+                self._heads(v, self.n_kv),
+            )
+        elif memory is None:
+            q = self._heads(self.q(x), self.n_heads)
+            k, v = self.project_kv(x)
+        else:  # cross-attention: memory keys/values are computed once per generation
+            q = self._heads(self.q(x), self.n_heads)
+            cache = ctx.cache
+            if cache is not None and cache.k is not None:
+                return q, cache.k, cache.v
+            k, v = self.project_kv(memory)
+            if cache is not None:
+                cache.k, cache.v = k, v
+            return q, k, v
+        if ctx.position is not None:
+            q, k = ctx.position.rotate(ctx.position_state, q, k)
+        if ctx.cache is not None:
+            k, v = ctx.cache.append(k, v)
+        return q, k, v
 
     def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:
         B, Tq, _ = x.shape
-        q, k, v = self.project(x, memory)
-        Tk = k.shape[1]
-        q = q.view(B, Tq, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, Tq, hd)
-        k = k.view(B, Tk, self.n_kv, self.head_dim).transpose(1, 2)  # (B, Hkv, Tk, hd)
-        v = v.view(B, Tk, self.n_kv, self.head_dim).transpose(1, 2)  # (B, Hkv, Tk, hd)
+        q, k, v = self.project(x, ctx, memory)
         bias = None
         if ctx.position is not None:
-            q, k = ctx.position.rotate(ctx.position_state, q, k)
             scale = self.scale if self.scale is not None else self.head_dim**-0.5
             bias = ctx.position.score_bias(ctx.position_state, q, scale)
         if getattr(ctx.position, "needs_probs", False):
