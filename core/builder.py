@@ -11,7 +11,7 @@ from torch import nn
 from .interfaces import Dims
 from .model import Stack, ZooModel
 from .registry import Registry, get_registry
-from .spec import Spec, component_config, load_spec, stack_dims
+from .spec import Spec, component_config, load_spec, position_dims, stack_dims
 
 
 def build_model(
@@ -63,7 +63,9 @@ def assemble(spec: Spec, reg: Registry) -> ZooModel:
             embedding.share_word_weight(first_embedding)
         if first_embedding is None:
             first_embedding = embedding
-        position = _make(reg, "position", cfg["position"], dims, causal=causal)
+        position = _make(
+            reg, "position", cfg["position"], position_dims(reg, cfg, dims), causal=causal
+        )
         sharing = _make(reg, "sharing", cfg["sharing"], dims)
         layer_map = sharing.assign(cfg["n_layers"])
         layers = spec.layer_components(which)

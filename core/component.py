@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -172,6 +173,8 @@ def _check_type(value: Any, tp: Any) -> str | None:
         return None if ok else f"must be an integer, got {type(value).__name__} {value!r}"
     if tp is float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if ok and isinstance(value, float) and not math.isfinite(value):
+            return f"must be a finite number, got {value!r}"
         return None if ok else f"must be a number, got {type(value).__name__} {value!r}"
     if tp is str:
         return None if isinstance(value, str) else f"must be a string, got {value!r}"

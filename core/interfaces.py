@@ -32,12 +32,21 @@ class Dims:
 
 
 class Embedding(Component):
-    """Token (+ segment) ids to vectors of size d_model; adds position vectors it is given."""
+    """Token (+ segment) ids to vectors of size d_model; adds position vectors it is given.
+
+    The word table and the position vectors are `embed_width` wide; an embedding whose
+    width is not d_model (ALBERT's factorized one) projects its sum up to d_model.
+    """
 
     kind: ClassVar[str] = "embedding"
 
+    @classmethod
+    def embed_width(cls, cfg: Any, dims: Dims) -> int:
+        """Width of the word table and of the position vectors added to it (d_model here)."""
+        return dims.d_model
+
     def word_weight(self) -> nn.Parameter:
-        """The (vocab, d_model) token table an LM head may tie to."""
+        """The (vocab, embed_width) token table an LM head may tie to."""
         raise NotImplementedError(f"embedding {self.name!r} has no word table to tie to")
 
     def share_word_weight(self, other: Embedding) -> None:
@@ -58,13 +67,14 @@ class Position(Component):
     """How order enters the model: embed, rotate queries/keys, and/or bias scores.
 
     One instance per stack. `prepare` runs once per forward with explicit positions; its
-    result is handed to every attention layer of the stack.
+    result is handed to every attention layer of the stack. The builder passes dims whose
+    d_model is the stack embedding's `embed_width`, so embedded vectors fit the word table.
     """
 
     kind: ClassVar[str] = "position"
 
     def embed(self, positions: Tensor) -> Tensor | None:
-        """(B, T) positions -> (B, T, d_model) vectors added to token embeddings, or None."""
+        """(B, T) positions -> (B, T, dims.d_model) vectors added to token embeddings, or None."""
         return None
 
     def prepare(self, q_pos: Tensor, k_pos: Tensor) -> Any:

@@ -453,7 +453,7 @@ def resolve(data: dict, locs: Locs | None = None, registry: Registry | None = No
         _check_model(spec, r)
         if not r.issues:
             return spec
-    raise SpecError(sorted(r.issues, key=_issue_order))
+    raise SpecError(sorted(dict.fromkeys(r.issues), key=_issue_order))  # once per issue
 
 
 def _issue_order(issue: SpecIssue) -> tuple:
@@ -500,7 +500,8 @@ def _check_model(spec: Spec, r: _Resolver) -> None:
         pos_cls = reg.get("position", cfg["position"]["kind"])
         layers = spec.layer_components(which)
         for key in ("embedding", "position", "sharing"):
-            _component_check(r, reg, key, cfg[key], dims, prefix + (key,))
+            key_dims = position_dims(reg, cfg, dims) if key == "position" else dims
+            _component_check(r, reg, key, cfg[key], key_dims, prefix + (key,))
         for i, comps in enumerate(layers):
             where = prefix if i == 0 or comps == layers[0] else prefix + ("layers",)
             for key, comp in comps.items():
@@ -548,8 +549,10 @@ def _check_model(spec: Spec, r: _Resolver) -> None:
                 )
                 break
             first.setdefault(g, layers[i])
-        d, ff = cfg["d_model"], cfg["d_ff"]
-        est += len(first) * (4 * d * d + 3 * d * ff)
+        d, ff, inner = cfg["d_model"], cfg["d_ff"], cfg["n_heads"] * cfg["head_dim"]
+        est += len(first) * (4 * d * inner + 3 * d * ff)
+        if pos_cls.capabilities.embed:  # a position table may hold max_len vectors
+            est += cfg["max_len"] * d
     est += spec.data["vocab_size"] * spec.data["d_model"]
     if est > 2e12:
         r.issue(("d_model",), f"absurd size: about {est:.2e} parameters (limit 2e12)")
@@ -576,6 +579,15 @@ def stack_dims(cfg: dict) -> Any:
     from .interfaces import Dims
 
     return _dims(cfg, Dims)
+
+
+def position_dims(reg: Registry, cfg: dict, dims: Any) -> Any:
+    """Dims of a stack's position component: d_model is the embedding's `embed_width`."""
+    comp = cfg["embedding"]
+    width = reg.get("embedding", comp["kind"]).embed_width(
+        component_config(reg, "embedding", comp), dims
+    )
+    return dims if width == dims.d_model else dataclasses.replace(dims, d_model=width)
 
 
 def sharing_config(reg: Registry, comp: dict) -> Any:

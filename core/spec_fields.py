@@ -57,6 +57,9 @@ class ModelFields:
     decoder_start_token_id: int | None = param(
         None, "encoder-decoder: first decoder token in generation", min=0
     )
+    forced_eos_token_id: int | None = param(
+        None, "generation: token forced at the last allowed step (BART)", min=0
+    )
     tie_embeddings: bool = param(True, "encoder-decoder: one token table for both stacks")
 
 

@@ -52,6 +52,9 @@ def load_yaml(text: str, file: str) -> tuple[Any, Locs]:
         raise SpecError([SpecIssue("", f"YAML syntax error: {what}", loc)]) from None
     except yaml.YAMLError as exc:
         raise SpecError([SpecIssue("", f"YAML error: {exc}", Location(file, 1, 1))]) from None
+    except RecursionError:  # the composer recurses once per nesting level
+        msg = "YAML nests too deeply (more levels than a spec can have)"
+        raise SpecError([SpecIssue("", msg, Location(file, 1, 1))]) from None
     finally:
         loader.dispose()
 
@@ -103,6 +106,9 @@ class _Walker:
             raise SpecError(
                 [SpecIssue(_dotted(path), f"refused YAML value: {problem}", self.loc(node))]
             ) from None
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts
+            msg = f"refused YAML value: {str(exc).split(';')[0]}"
+            raise SpecError([SpecIssue(_dotted(path), msg, self.loc(node))]) from None
 
     def _refuse_tag(self, node: yaml.Node, path: tuple) -> None:
         msg = f"refused YAML tag {node.tag!r}: specs hold plain data only"

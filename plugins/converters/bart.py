@@ -8,7 +8,7 @@ from torch import Tensor
 
 from archzoo.converter import Converter, TensorSource, get
 
-from .common import activation, linear, name_of, norm, refuse
+from .common import activation, linear, name_of, norm, refuse, special_tokens
 
 POSITION_OFFSET = 2  # BART's learned positions start at index 2
 
@@ -21,6 +21,7 @@ class BartConverter(Converter):
         refuse(config, "add_final_layer_norm", False)
         return {
             "name": name_of(config),
+            **special_tokens(config),
             "family": "encoder-decoder",
             "vocab_size": get(config, "vocab_size"),
             "d_model": get(config, "d_model"),

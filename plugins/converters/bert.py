@@ -8,7 +8,7 @@ from torch import Tensor
 
 from archzoo.converter import Converter, TensorSource, get
 
-from .common import activation, linear, name_of, norm, prefix, refuse
+from .common import activation, linear, name_of, norm, prefix, refuse, special_tokens
 
 
 class BertConverter(Converter):
@@ -26,6 +26,7 @@ class BertConverter(Converter):
         act = activation(get(config, "hidden_act", "gelu"))
         return {
             "name": name_of(config),
+            **special_tokens(config),
             "family": "encoder",
             "vocab_size": get(config, "vocab_size"),
             "d_model": get(config, "hidden_size"),

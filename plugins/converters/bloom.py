@@ -8,7 +8,7 @@ from torch import Tensor
 
 from archzoo.converter import Converter, TensorSource, get
 
-from .common import heads_qkv_to_blocks, linear, name_of, norm, prefix, refuse
+from .common import heads_qkv_to_blocks, linear, name_of, norm, prefix, refuse, special_tokens
 
 
 class BloomConverter(Converter):
@@ -19,6 +19,7 @@ class BloomConverter(Converter):
         d = get(config, "hidden_size", None) or get(config, "n_embed")
         return {
             "name": name_of(config),
+            **special_tokens(config),
             "family": "decoder",
             "vocab_size": get(config, "vocab_size"),
             "d_model": d,

@@ -84,3 +84,9 @@ def heads_qkv_to_blocks(t: Tensor | None, n_heads: int) -> Tensor | None:
 def name_of(config: dict[str, Any]) -> str:
     path = str(config.get("_name_or_path") or "").rstrip("/").split("/")[-1]
     return path or f"{config['model_type']}-import"
+
+
+def special_tokens(config: dict[str, Any]) -> dict[str, Any]:
+    """Special token ids that generation defaults to, copied from config.json."""
+    keys = ("bos_token_id", "eos_token_id", "decoder_start_token_id", "forced_eos_token_id")
+    return {k: config[k] for k in keys if config.get(k) is not None}

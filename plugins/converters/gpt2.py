@@ -8,7 +8,7 @@ from torch import Tensor
 
 from archzoo.converter import Converter, TensorSource, get
 
-from .common import activation, name_of, norm, prefix, refuse
+from .common import activation, name_of, norm, prefix, refuse, special_tokens
 
 
 class GPT2Converter(Converter):
@@ -19,6 +19,7 @@ class GPT2Converter(Converter):
         d = get(config, "n_embd")
         return {
             "name": name_of(config),
+            **special_tokens(config),
             "family": "decoder",
             "vocab_size": get(config, "vocab_size"),
             "d_model": d,

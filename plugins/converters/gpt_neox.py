@@ -8,7 +8,15 @@ from torch import Tensor
 
 from archzoo.converter import Converter, TensorSource, get
 
-from .common import activation, heads_qkv_to_blocks, linear, name_of, norm, rope_parameters
+from .common import (
+    activation,
+    heads_qkv_to_blocks,
+    linear,
+    name_of,
+    norm,
+    rope_parameters,
+    special_tokens,
+)
 
 
 class GPTNeoXConverter(Converter):
@@ -19,6 +27,7 @@ class GPTNeoXConverter(Converter):
         parallel = get(config, "use_parallel_residual", True)
         return {
             "name": name_of(config),
+            **special_tokens(config),
             "family": "decoder",
             "vocab_size": get(config, "vocab_size"),
             "d_model": get(config, "hidden_size"),

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from archzoo.converter import Converter, TensorSource, get
 
-from .common import linear, name_of, norm, refuse, rope_parameters
+from .common import linear, name_of, norm, refuse, rope_parameters, special_tokens
 
 
 class LlamaConverter(Converter):
@@ -21,6 +21,7 @@ class LlamaConverter(Converter):
         bias = get(config, "attention_bias", False)
         return {
             "name": name_of(config),
+            **special_tokens(config),
             "family": "decoder",
             "vocab_size": get(config, "vocab_size"),
             "d_model": d,

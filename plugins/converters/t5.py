@@ -8,7 +8,7 @@ from torch import Tensor
 
 from archzoo.converter import ConversionError, Converter, TensorSource, get
 
-from .common import linear, name_of, norm
+from .common import linear, name_of, norm, special_tokens
 
 FFN = {
     "relu": {"kind": "mlp", "activation": "relu", "bias": False},
@@ -30,6 +30,7 @@ class T5Converter(Converter):
         n_layers = get(config, "num_layers")
         return {
             "name": name_of(config),
+            **special_tokens(config),
             "family": "encoder-decoder",
             "vocab_size": get(config, "vocab_size"),
             "d_model": get(config, "d_model"),

@@ -1,0 +1,392 @@
+"""Generation with transformers' conventions: greedy, sampling and beam search over a KV cache."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+if TYPE_CHECKING:
+    from .model import ZooModel
+
+NEG = -1.0e9  # transformers' "impossible" score in beam search
+
+
+@dataclass
+class Settings:
+    """Resolved generation arguments."""
+
+    max_new_tokens: int
+    min_new_tokens: int
+    do_sample: bool
+    temperature: float
+    top_k: int | None
+    top_p: float | None
+    num_beams: int
+    length_penalty: float
+    early_stopping: bool | str
+    eos: list[int]
+    pad: int | None
+    forced_eos: int | None
+    use_cache: bool
+    generator: torch.Generator | None
+
+
+class _Runner:
+    """Feeds tokens to the model (with or without a cache) and returns last-position logits."""
+
+    def __init__(
+        self,
+        model: ZooModel,
+        batch: int,
+        capacity: int,
+        *,
+        use_cache: bool,
+        attention_mask: Tensor | None,
+        encoder_out: Tensor | None,
+        encoder_mask: Tensor | None,
+    ) -> None:
+        self.model = model
+        self.seq2seq = model.family == "encoder-decoder"
+        self.cache = model.new_cache(batch, capacity) if use_cache else None
+        self.mask = (
+            attention_mask  # decoder-only: (B, L) over every token so far; None if no padding
+        )
+        self.encoder_out, self.encoder_mask = encoder_out, encoder_mask
+        self.ids: Tensor | None = None  # every token so far (no-cache path)
+        self.positions: Tensor | None = None
+
+    def start(self, ids: Tensor) -> Tensor:
+        """Run the prompt (B, L); return logits (B, V) for the next token."""
+        if self.mask is not None:  # left padding: real tokens count from 0, pads sit at 0
+            pos = (self.mask.long().cumsum(-1) - 1).masked_fill(self.mask == 0, 0)
+        else:
+            pos = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
+        self.ids, self.positions = ids, pos
+        return self._run(ids, pos)
+
+    def step(self, token: Tensor) -> Tensor:
+        """Append one token per row (B,); return logits (B, V) for the next one."""
+        token = token[:, None]
+        pos = self.positions[:, -1:] + 1
+        if self.mask is not None:
+            self.mask = torch.cat([self.mask, self.mask.new_ones(self.mask.shape[0], 1)], dim=1)
+        if self.cache is None:
+            self.ids = torch.cat([self.ids, token], dim=1)
+            self.positions = torch.cat([self.positions, pos], dim=1)
+            return self._run(self.ids, self.positions)
+        self.positions = torch.cat([self.positions, pos], dim=1)
+        return self._run(token, pos)
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep rows `index` (beam search)."""
+        if self.cache is not None:
+            self.cache.reorder(index)
+        self.ids = self.ids.index_select(0, index) if self.ids is not None else None
+        self.positions = self.positions.index_select(0, index)
+        if self.mask is not None:
+            self.mask = self.mask.index_select(0, index)
+
+    def _run(self, ids: Tensor, pos: Tensor) -> Tensor:
+        if self.seq2seq:
+            out = self.model(
+                attention_mask=self.encoder_mask,
+                decoder_input_ids=ids,
+                position_ids=pos,
+                cache=self.cache,
+                encoder_outputs=self.encoder_out,
+                logits_to_keep=1,
+            )
+        else:
+            out = self.model(
+                ids, attention_mask=self.mask, position_ids=pos, cache=self.cache, logits_to_keep=1
+            )
+        return out.logits[:, -1].float()  # (B, V)
+
+
+def _as_list(value: int | list[int] | None) -> list[int]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, int) else list(value)
+
+
+def _process(scores: Tensor, step: int, s: Settings, *, warp: bool) -> Tensor:
+    """transformers' logits processors in their order: min new tokens, forced EOS, warpers."""
+    if s.eos and step < s.min_new_tokens:
+        scores[:, s.eos] = -float("inf")
+    if s.forced_eos is not None and step == s.max_new_tokens - 1:
+        scores[:] = -float("inf")
+        scores[:, s.forced_eos] = 0.0
+    if not (warp and s.do_sample):
+        return scores
+    if s.temperature != 1.0:
+        scores = scores / s.temperature
+    if s.top_k is not None and s.top_k > 0:
+        k = min(s.top_k, scores.shape[-1])
+        kth = torch.topk(scores, k, dim=-1).values[..., -1:]
+        scores = scores.masked_fill(scores < kth, -float("inf"))
+    if s.top_p is not None and s.top_p < 1.0:
+        sorted_scores, order = torch.sort(scores, descending=False)
+        cumulative = sorted_scores.softmax(-1).cumsum(-1)
+        drop_sorted = cumulative <= 1 - s.top_p
+        drop_sorted[..., -1] = False  # always keep the most likely token
+        drop = drop_sorted.scatter(1, order, drop_sorted)
+        scores = scores.masked_fill(drop, -float("inf"))
+    return scores
+
+
+def generate(
+    model: ZooModel,
+    input_ids: Tensor,
+    attention_mask: Tensor | None = None,
+    *,
+    max_new_tokens: int = 20,
+    min_new_tokens: int = 0,
+    do_sample: bool = False,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    num_beams: int = 1,
+    length_penalty: float = 1.0,
+    early_stopping: bool | str = False,
+    eos_token_id: int | list[int] | None = None,
+    pad_token_id: int | None = None,
+    decoder_start_token_id: int | None = None,
+    forced_eos_token_id: int | None = None,
+    use_cache: bool = True,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """Generate token ids as transformers' `generate` does.
+
+    Decoder-only models return prompt + new tokens; encoder-decoder models return decoder
+    tokens starting with the decoder start token. eos/pad/start default to the spec's ids.
+    """
+    spec = model.spec.data
+    if model.family == "encoder":
+        raise ValueError("an encoder-only model cannot generate; use a decoder or encoder-decoder")
+    if model.head.name != "lm":
+        raise ValueError(f"generation needs an 'lm' head, this model has {model.head.name!r}")
+    if input_ids.dim() != 2:
+        raise ValueError(f"input_ids must be (batch, seq), got shape {tuple(input_ids.shape)}")
+    _check_args(max_new_tokens, min_new_tokens, temperature, top_k, top_p, num_beams)
+    eos = _as_list(eos_token_id if eos_token_id is not None else spec.get("eos_token_id"))
+    pad = pad_token_id if pad_token_id is not None else spec.get("pad_token_id")
+    if pad is None and eos:
+        pad = eos[0]
+    s = Settings(
+        max_new_tokens=max_new_tokens,
+        min_new_tokens=min_new_tokens,
+        do_sample=do_sample,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        num_beams=num_beams,
+        length_penalty=length_penalty,
+        early_stopping=early_stopping,
+        eos=eos,
+        pad=pad,
+        forced_eos=forced_eos_token_id
+        if forced_eos_token_id is not None
+        else spec.get("forced_eos_token_id"),
+        use_cache=use_cache,
+        generator=generator,
+    )
+    if attention_mask is None:
+        attention_mask = _infer_mask(input_ids, pad, eos)
+    with torch.inference_mode():
+        if model.family == "encoder-decoder":
+            start = decoder_start_token_id
+            if start is None:
+                start = spec.get("decoder_start_token_id")
+            if start is None:
+                start = spec.get("pad_token_id")
+            if start is None:
+                raise ValueError("decoder_start_token_id is not set (in the call or the spec)")
+            enc_mask = None if bool(attention_mask.all()) else attention_mask
+            encoder_out = model.encoder(input_ids, enc_mask)
+            prompt = input_ids.new_full((input_ids.shape[0], 1), start)
+            dec_mask = None
+        else:
+            encoder_out = enc_mask = None
+            prompt = input_ids
+            dec_mask = None if bool(attention_mask.all()) else attention_mask
+        if num_beams > 1:
+            return _beam_search(model, prompt, dec_mask, encoder_out, enc_mask, s)
+        return _sample(model, prompt, dec_mask, encoder_out, enc_mask, s)
+
+
+def _check_args(
+    max_new: int,
+    min_new: int,
+    temperature: float,
+    top_k: int | None,
+    top_p: float | None,
+    beams: int,
+) -> None:
+    if not isinstance(max_new, int) or max_new < 1:
+        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new!r}")
+    if min_new < 0 or min_new > max_new:
+        raise ValueError(f"min_new_tokens must be in [0, max_new_tokens={max_new}], got {min_new}")
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if top_k is not None and top_k < 0:
+        raise ValueError(f"top_k must be >= 0, got {top_k}")
+    if top_p is not None and not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    if beams < 1:
+        raise ValueError(f"num_beams must be >= 1, got {beams}")
+
+
+def _infer_mask(ids: Tensor, pad: int | None, eos: list[int]) -> Tensor:
+    """transformers' rule: mask out pad tokens when pad is known and differs from every eos."""
+    if pad is not None and pad not in eos and bool((ids == pad).any()):
+        return ids.ne(pad).long()
+    return torch.ones_like(ids)
+
+
+def _sample(
+    model: ZooModel,
+    prompt: Tensor,
+    mask: Tensor | None,
+    encoder_out: Tensor | None,
+    encoder_mask: Tensor | None,
+    s: Settings,
+) -> Tensor:
+    """Greedy or sampled decoding, one token per row per step."""
+    B, L = prompt.shape
+    runner = _Runner(
+        model,
+        B,
+        L + s.max_new_tokens,
+        use_cache=s.use_cache,
+        attention_mask=mask,
+        encoder_out=encoder_out,
+        encoder_mask=encoder_mask,
+    )
+    out = prompt.new_empty(B, L + s.max_new_tokens)  # written in place, never re-allocated
+    out[:, :L] = prompt
+    unfinished = torch.ones(B, dtype=torch.bool, device=prompt.device)
+    eos = torch.tensor(s.eos, device=prompt.device) if s.eos else None
+    logits = runner.start(prompt)
+    n = 0
+    for step in range(s.max_new_tokens):
+        scores = _process(logits, step, s, warp=True)
+        if s.do_sample:
+            probs = scores.softmax(-1)
+            token = torch.multinomial(probs, 1, generator=s.generator).squeeze(1)
+        else:
+            token = scores.argmax(-1)
+        if eos is not None:
+            token = torch.where(unfinished, token, s.pad)
+        out[:, L + step] = token
+        n = step + 1
+        if eos is not None:
+            unfinished &= ~torch.isin(token, eos)
+            if not bool(unfinished.any()):
+                break
+        if step + 1 < s.max_new_tokens:
+            logits = runner.step(token)
+    return out[:, : L + n]
+
+
+def _beam_search(
+    model: ZooModel,
+    prompt: Tensor,
+    mask: Tensor | None,
+    encoder_out: Tensor | None,
+    encoder_mask: Tensor | None,
+    s: Settings,
+) -> Tensor:
+    """Beam search with transformers' scoring, length penalty and stopping rules."""
+    B, L = prompt.shape
+    K, dev = s.num_beams, prompt.device
+    max_len = L + s.max_new_tokens
+
+    def expand(t: Tensor | None) -> Tensor | None:
+        return None if t is None else t.repeat_interleave(K, dim=0)  # (B*K, ...)
+
+    runner = _Runner(
+        model,
+        B * K,
+        max_len,
+        use_cache=s.use_cache,
+        attention_mask=expand(mask),
+        encoder_out=expand(encoder_out),
+        encoder_mask=expand(encoder_mask),
+    )
+    fill = s.pad if s.pad else (s.eos[0] if s.eos else -1)  # transformers' `pad or eos[0]`
+    keep = max(2, 1 + len(s.eos)) * K
+    top_mask = torch.arange(keep, device=dev) < K
+    eos = torch.tensor(s.eos, device=dev) if s.eos else None
+
+    running = prompt.new_full((B, K, max_len), fill)
+    running[:, :, :L] = prompt[:, None]
+    finished_seqs = running.clone()
+    running_scores = torch.zeros(B, K, device=dev)
+    running_scores[:, 1:] = NEG
+    finished_scores = torch.full((B, K), NEG, device=dev)
+    finished = torch.zeros(B, K, dtype=torch.bool, device=dev)
+    finished_len = torch.zeros(B, K, dtype=torch.long, device=dev)
+    can_improve = torch.ones(B, 1, dtype=torch.bool, device=dev)
+    offsets = torch.arange(B, device=dev)[:, None] * K
+
+    logits = runner.start(expand(prompt))
+    cur = L
+    while True:
+        log_probs = _process(F.log_softmax(logits, dim=-1), cur - L, s, warp=True)
+        V = log_probs.shape[-1]
+        total = (log_probs.view(B, K, V) + running_scores[:, :, None]).view(B, K * V)
+        if s.do_sample:
+            idx = torch.multinomial(total.softmax(-1), keep, generator=s.generator)
+            cand_scores = total.gather(1, idx)
+        else:
+            cand_scores, idx = torch.topk(total, keep)
+        src, token = idx // V, idx % V  # (B, keep) source beam and new token
+        cand = running.gather(1, src[:, :, None].expand(B, keep, max_len)).clone()
+        cand[:, :, cur] = token
+        hits = torch.full_like(token, cur + 1 >= max_len, dtype=torch.bool)
+        if eos is not None:
+            hits |= torch.isin(token, eos)
+
+        # the best unfinished candidates keep running
+        live_scores = cand_scores + hits.float() * NEG
+        chosen = torch.topk(live_scores, K).indices
+        running = cand.gather(1, chosen[:, :, None].expand(B, K, max_len))
+        running_scores = live_scores.gather(1, chosen)
+        beam_origin = src.gather(1, chosen)  # (B, K)
+
+        # finished candidates among the top K compete with earlier finished ones
+        just_done = hits & top_mask[None]
+        done_scores = cand_scores / ((cur + 1 - L) ** s.length_penalty)
+        full = finished.all(-1, keepdim=True) & (s.early_stopping is True)
+        done_scores = done_scores + full.float() * NEG + (~can_improve).float() * NEG
+        done_scores = done_scores + (~just_done).float() * NEG
+        merged_scores = torch.cat([finished_scores, done_scores], dim=1)
+        best = torch.topk(merged_scores, K).indices
+        finished_seqs = torch.cat([finished_seqs, cand], 1).gather(
+            1, best[:, :, None].expand(B, K, max_len)
+        )
+        finished_scores = merged_scores.gather(1, best)
+        finished = torch.cat([finished, just_done], 1).gather(1, best)
+        new_len = torch.full_like(just_done, cur + 1 - L, dtype=torch.long)
+        finished_len = torch.cat([finished_len, new_len], 1).gather(1, best)
+
+        cur += 1
+        if s.early_stopping == "never" and s.length_penalty > 0.0:
+            best_len = max_len - L
+        else:
+            best_len = cur - L
+        best_running = running_scores[:, :1] / (best_len**s.length_penalty)
+        worst_done = torch.where(finished, finished_scores.min(1, keepdim=True).values, NEG)
+        can_improve = can_improve & (best_running > worst_done).any(-1, keepdim=True)
+        open_beams = not (bool(finished.all()) and s.early_stopping is True)
+        if not (bool(can_improve.any()) and open_beams and not bool(hits.all())):
+            break
+        runner.reorder((beam_origin + offsets).view(-1))
+        logits = runner.step(running[:, :, cur - 1].reshape(-1))
+
+    length = L + int(finished_len[:, 0].max())
+    return finished_seqs[:, 0, :length]

@@ -1,0 +1,177 @@
+"""Generation: token-for-token equality with transformers' generate, cache and sampling rules."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers as hf
+from hf_util import perturb, save_hf
+
+import archzoo
+
+V = 96
+DECODERS = {
+    "gpt2": lambda: hf.GPT2LMHeadModel(
+        hf.GPT2Config(
+            n_layer=2,
+            n_embd=32,
+            n_head=4,
+            vocab_size=V,
+            n_positions=64,
+            eos_token_id=5,
+            bos_token_id=5,
+        )
+    ),
+    "llama": lambda: hf.LlamaForCausalLM(
+        hf.LlamaConfig(
+            num_hidden_layers=2,
+            hidden_size=32,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=64,
+            vocab_size=V,
+            max_position_embeddings=64,
+            eos_token_id=5,
+            pad_token_id=0,
+        )
+    ),
+}
+SEQ2SEQ = {
+    "t5": lambda: hf.T5ForConditionalGeneration(
+        hf.T5Config(
+            num_layers=2,
+            d_model=32,
+            num_heads=4,
+            d_kv=8,
+            d_ff=64,
+            vocab_size=V,
+            eos_token_id=5,
+            decoder_start_token_id=0,
+        )
+    ),
+    "bart": lambda: hf.BartForConditionalGeneration(
+        hf.BartConfig(
+            encoder_layers=2,
+            decoder_layers=2,
+            d_model=32,
+            encoder_attention_heads=4,
+            decoder_attention_heads=4,
+            encoder_ffn_dim=64,
+            decoder_ffn_dim=64,
+            vocab_size=V,
+            max_position_embeddings=64,
+        )
+    ),
+}
+
+
+def pair(tmp_path, name):
+    model = {**DECODERS, **SEQ2SEQ}[name]()
+    perturb(model, scale=0.2)  # sharper distributions: greedy/beam choices are not near-ties
+    model.eval()
+    ours = archzoo.from_hf(save_hf(model, tmp_path / name))
+    return model, ours
+
+
+def prompts(seq2seq: bool):
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(6, V, (2, 7), generator=g)
+    mask = torch.ones_like(ids)
+    if not seq2seq:  # left padding, as decoder-only generation expects
+        mask[1, :3] = 0
+        ids[1, :3] = 0
+    else:
+        mask[1, 5:] = 0
+    return ids, mask
+
+
+@pytest.mark.parametrize("name", sorted(DECODERS) + sorted(SEQ2SEQ))
+def test_greedy_equals_hf_and_no_cache_path(tmp_path, name):
+    ref_model, ours = pair(tmp_path, name)
+    ids, mask = prompts(name in SEQ2SEQ)
+    kwargs = {"max_new_tokens": 20, "min_new_tokens": 20}
+    expected = ref_model.generate(ids, attention_mask=mask, do_sample=False, **kwargs)
+    got = ours.generate(ids, attention_mask=mask, **kwargs)
+    assert torch.equal(got, expected), (got, expected)
+    assert torch.equal(ours.generate(ids, attention_mask=mask, use_cache=False, **kwargs), got)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "t5"])
+def test_beam_search_equals_hf(tmp_path, name):
+    ref_model, ours = pair(tmp_path, name)
+    ids, mask = prompts(name in SEQ2SEQ)
+    for kwargs in (
+        {"num_beams": 4, "max_new_tokens": 12},
+        {"num_beams": 4, "max_new_tokens": 12, "length_penalty": 0.5, "early_stopping": True},
+    ):
+        expected = ref_model.generate(ids, attention_mask=mask, do_sample=False, **kwargs)
+        got = ours.generate(ids, attention_mask=mask, **kwargs)
+        assert torch.equal(got, expected), (kwargs, got, expected)
+    got_nc = ours.generate(
+        ids, attention_mask=mask, num_beams=4, max_new_tokens=12, use_cache=False
+    )
+    assert torch.equal(
+        got_nc, ours.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=12)
+    )
+
+
+def test_left_padded_rows_get_the_tokens_they_get_alone(tmp_path):
+    _, ours = pair(tmp_path, "llama")
+    ids, mask = prompts(False)
+    both = ours.generate(ids, attention_mask=mask, max_new_tokens=10, min_new_tokens=10)
+    alone = ours.generate(ids[1:, 3:], max_new_tokens=10, min_new_tokens=10)
+    assert torch.equal(both[1, 3:], alone[0])
+
+
+def test_sampling_is_reproducible_and_top_k_1_is_greedy(tmp_path):
+    _, ours = pair(tmp_path, "gpt2")
+    ids, mask = prompts(False)
+    runs = [
+        ours.generate(
+            ids,
+            attention_mask=mask,
+            do_sample=True,
+            top_p=0.9,
+            temperature=0.8,
+            max_new_tokens=15,
+            generator=torch.Generator().manual_seed(7),
+        )
+        for _ in range(2)
+    ]
+    assert torch.equal(runs[0], runs[1])
+    greedy = ours.generate(ids, attention_mask=mask, max_new_tokens=15, min_new_tokens=15)
+    top1 = ours.generate(
+        ids,
+        attention_mask=mask,
+        do_sample=True,
+        top_k=1,
+        max_new_tokens=15,
+        min_new_tokens=15,
+        generator=torch.Generator().manual_seed(1),
+    )
+    assert torch.equal(top1, greedy)
+
+
+def test_cache_holds_only_kv_heads_and_is_allocated_once(tmp_path):
+    _, ours = pair(tmp_path, "llama")
+    cache = ours.new_cache(batch=2, capacity=30)
+    assert cache.layers[0].k.shape == (2, 2, 30, 8)  # 2 KV heads of 4 query heads, head_dim 8
+    ptr = cache.layers[0].k.data_ptr()
+    ids = torch.randint(6, V, (2, 5))
+    ours(ids, cache=cache)
+    ours(ids[:, :1], cache=cache)
+    assert cache.length == 6 and cache.layers[0].k.data_ptr() == ptr
+
+
+def test_bad_generation_arguments_are_clear(tmp_path):
+    _, ours = pair(tmp_path, "gpt2")
+    ids = torch.randint(6, V, (1, 4))
+    with pytest.raises(ValueError, match="max_new_tokens must be a positive integer"):
+        ours.generate(ids, max_new_tokens=0)
+    with pytest.raises(ValueError, match="top_p must be in"):
+        ours.generate(ids, do_sample=True, top_p=1.5)
+    encoder = archzoo.build_model(
+        "bert-base", {"n_layers": 1, "d_model": 16, "n_heads": 2, "d_ff": 32, "vocab_size": 50}
+    )
+    with pytest.raises(ValueError, match="encoder-only model cannot generate"):
+        encoder.generate(ids)
