@@ -11,6 +11,7 @@ from .block.parallel import ParallelBlock
 from .block.post_ln import PostLNBlock
 from .block.pre_ln import PreLNBlock
 from .block.sandwich_ln import SandwichLNBlock
+from .converters.albert import AlbertConverter
 from .converters.bart import BartConverter
 from .converters.bert import BertConverter, RobertaConverter
 from .converters.bloom import BloomConverter
@@ -18,6 +19,7 @@ from .converters.gpt2 import GPT2Converter
 from .converters.gpt_neox import GPTNeoXConverter
 from .converters.llama import LlamaConverter
 from .converters.t5 import T5Converter
+from .embedding.factorized import FactorizedEmbedding
 from .embedding.token import TokenEmbedding
 from .ffn.glu import GLUFeedForward
 from .ffn.mlp import MLPFeedForward
@@ -35,10 +37,13 @@ from .position.relative import RelativePosition
 from .position.rotary import RotaryPosition
 from .position.sinusoidal import SinusoidalPosition
 from .position.t5_relative import T5RelativePosition
+from .sharing.all import AllSharing
+from .sharing.groups import GroupSharing
 from .sharing.none import NoSharing
 
 BUILTIN_COMPONENTS = (
     TokenEmbedding,
+    FactorizedEmbedding,
     SinusoidalPosition,
     LearnedPosition,
     RotaryPosition,
@@ -56,6 +61,8 @@ BUILTIN_COMPONENTS = (
     MLPFeedForward,
     GLUFeedForward,
     NoSharing,
+    AllSharing,
+    GroupSharing,
     NoHead,
     LMHead,
     MLMHead,
@@ -65,6 +72,7 @@ BUILTIN_COMPONENTS = (
 
 BUILTIN_CONVERTERS = (
     BertConverter(),
+    AlbertConverter(),
     RobertaConverter(),
     GPT2Converter(),
     T5Converter(),

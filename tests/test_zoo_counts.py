@@ -83,7 +83,31 @@ def _t5(**kw: int) -> Callable[[], tuple[type, object]]:
     return lambda: (transformers.T5ForConditionalGeneration, transformers.T5Config(**kw))
 
 
+def _albert(**kw: int) -> Callable[[], tuple[type, object]]:
+    return lambda: (transformers.AlbertForMaskedLM, transformers.AlbertConfig(**kw))
+
+
 HF_COUNTERPARTS: dict[str, Counterpart] = {
+    "albert-base": Counterpart(
+        _albert(
+            hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072
+        )
+    ),
+    "albert-large": Counterpart(
+        _albert(
+            hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096
+        )
+    ),
+    "albert-xlarge": Counterpart(
+        _albert(
+            hidden_size=2048, num_hidden_layers=24, num_attention_heads=16, intermediate_size=8192
+        )
+    ),
+    "albert-xxlarge": Counterpart(
+        _albert(
+            hidden_size=4096, num_hidden_layers=12, num_attention_heads=64, intermediate_size=16384
+        )
+    ),
     "transformer-base": Counterpart(_marian(512, 8, 2048), MARIAN_EXCLUDE, MARIAN_WHY),
     "transformer-big": Counterpart(_marian(1024, 16, 4096), MARIAN_EXCLUDE, MARIAN_WHY),
     "gpt": Counterpart(_gpt1),

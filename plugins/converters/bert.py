@@ -85,17 +85,19 @@ class BertConverter(Converter):
         h = self.head_prefix
         linear(out, src, h + "transform.dense", "head.dense")
         norm(out, src, h + "transform.LayerNorm", "head.norm")
-        out["head.bias"] = src.take(h + "bias")
-        self.decoder_weight(out, src, config, h + "decoder")
+        self.decoder_weight(out, src, config, h + "decoder", h + "bias")
 
     def decoder_weight(
-        self, out: dict[str, Any], src: TensorSource, config: dict[str, Any], name: str
+        self, out: dict[str, Any], src: TensorSource, config: dict[str, Any], name: str, bias: str
     ) -> None:
         if get(config, "tie_word_embeddings", True):
             src.skip(name + ".weight")
         else:
             out["head.decoder.weight"] = src.take(name + ".weight")
-        src.skip(name + ".bias")  # the same tensor as the head's bias
+        # The decoder's bias is what forward adds; it is the head bias itself when tied, and
+        # its own tensor (the head bias then unused) in untied transformers-5 checkpoints.
+        out["head.bias"] = src.take(name + ".bias", bias)
+        src.skip(bias)
 
 
 class RobertaConverter(BertConverter):
@@ -108,5 +110,4 @@ class RobertaConverter(BertConverter):
     def convert_head(self, out: dict[str, Any], src: TensorSource, config: dict[str, Any]) -> None:
         linear(out, src, "lm_head.dense", "head.dense")
         norm(out, src, "lm_head.layer_norm", "head.norm")
-        out["head.bias"] = src.take("lm_head.bias")
-        self.decoder_weight(out, src, config, "lm_head.decoder")
+        self.decoder_weight(out, src, config, "lm_head.decoder", "lm_head.bias")

@@ -28,7 +28,10 @@ class LMHead(Head):
 
     def __init__(self, cfg: Any, dims: Any, *, embedding: Embedding, family: str, **_: Any) -> None:
         super().__init__(cfg, dims)
-        self.proj = nn.Linear(dims.d_model, dims.vocab_size, bias=cfg.bias)
+        width = embedding.embed_width(embedding.cfg, embedding.dims) if cfg.tie else dims.d_model
+        # A tied table narrower than d_model (factorized embedding) is reached through d -> E.
+        self.down = nn.Linear(dims.d_model, width, bias=False) if width != dims.d_model else None
+        self.proj = nn.Linear(width, dims.vocab_size, bias=cfg.bias)
         if cfg.tie:
             self.proj.weight = embedding.word_weight()
         if cfg.fixed_bias:
@@ -41,6 +44,8 @@ class LMHead(Head):
     def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         if self.multiplier != 1.0:
             hidden = hidden * self.multiplier
+        if self.down is not None:
+            hidden = self.down(hidden)  # (B, T, E)
         logits = self.proj(hidden)  # (B, T, V)
         return logits if self.fixed_bias is None else logits + self.fixed_bias
 

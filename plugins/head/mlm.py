@@ -1,4 +1,8 @@
-"""BERT masked-LM head: dense -> activation -> norm -> tied decoder + bias."""
+"""BERT masked-LM head: dense -> activation -> norm -> tied decoder + bias.
+
+The transform maps d_model to the embedding's `embed_width`, so an ALBERT head (dense d -> E,
+norm over E) ties to its E-wide token table; for BERT the width is d_model.
+"""
 
 from __future__ import annotations
 
@@ -31,10 +35,11 @@ class MLMHead(Head):
         self, cfg: Any, dims: Any, *, embedding: Embedding, make_norm: NormFactory, **_: Any
     ) -> None:
         super().__init__(cfg, dims)
-        self.dense = nn.Linear(dims.d_model, dims.d_model)
+        width = embedding.embed_width(embedding.cfg, embedding.dims)
+        self.dense = nn.Linear(dims.d_model, width)
         self.act = ACTIVATIONS[cfg.activation]
-        self.norm = make_norm()
-        self.decoder = nn.Linear(dims.d_model, dims.vocab_size, bias=False)
+        self.norm = make_norm(dim=width)
+        self.decoder = nn.Linear(width, dims.vocab_size, bias=False)
         if cfg.tie:
             self.decoder.weight = embedding.word_weight()
         self.bias = nn.Parameter(torch.zeros(dims.vocab_size))
