@@ -336,3 +336,15 @@ def validate_cmd(file: str, sets: tuple[str, ...]) -> None:
     spec = archzoo.load_spec(spec_source(file), parse_sets(sets))
     n = archzoo.build_model(spec, device="meta").num_parameters()
     click.echo(f"ok: {spec.name} ({spec.family}, {n:,} params)")
+
+
+def _register_commands() -> None:
+    """Commands kept in their own modules (they import helpers from this one)."""
+    from .convert import import_cmd
+    from .generate import generate_cmd
+
+    main.add_command(import_cmd)
+    main.add_command(generate_cmd)
+
+
+_register_commands()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,7 @@ class Settings:
     forced_eos: int | None
     use_cache: bool
     generator: torch.Generator | None
+    on_token: Callable[[Tensor], None] | None = None
 
 
 class _Runner:
@@ -158,11 +160,13 @@ def generate(
     forced_eos_token_id: int | None = None,
     use_cache: bool = True,
     generator: torch.Generator | None = None,
+    on_token: Callable[[Tensor], None] | None = None,
 ) -> Tensor:
     """Generate token ids as transformers' `generate` does.
 
     Decoder-only models return prompt + new tokens; encoder-decoder models return decoder
     tokens starting with the decoder start token. eos/pad/start default to the spec's ids.
+    `on_token(tokens)` is called with each step's (B,) new tokens (not with beam search).
     """
     spec = model.spec.data
     if model.family == "encoder":
@@ -193,6 +197,7 @@ def generate(
         else spec.get("forced_eos_token_id"),
         use_cache=use_cache,
         generator=generator,
+        on_token=on_token,
     )
     if attention_mask is None:
         attention_mask = _infer_mask(input_ids, pad, eos)
@@ -283,6 +288,8 @@ def _sample(
             token = torch.where(unfinished, token, s.pad)
         out[:, L + step] = token
         n = step + 1
+        if s.on_token is not None:
+            s.on_token(token)
         if eos is not None:
             unfinished &= ~torch.isin(token, eos)
             if not bool(unfinished.any()):

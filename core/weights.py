@@ -68,7 +68,7 @@ def load(
     device: str | torch.device | None = None,
     dtype: torch.dtype | None = None,
 ) -> ZooModel:
-    """Rebuild a model from a file written by `save`; executes no code from the file."""
+    """Rebuild a model (in eval mode) from a file written by `save`; executes no code."""
     p = Path(path)
     meta = read_metadata(p)
     if SPEC_KEY not in meta:
@@ -88,7 +88,7 @@ def load(
     load_state(model, state, aliases, str(p))
     if device is not None or dtype is not None:
         model = model.to(device=device, dtype=dtype)
-    return model
+    return model.eval()  # as transformers' from_pretrained: call .train() to fine-tune
 
 
 def _read_tensors(p: Path) -> dict[str, torch.Tensor]:

@@ -1,0 +1,102 @@
+"""`zoo generate`: stream text from a saved or imported model with its tokenizer.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+import torch
+
+import archzoo
+
+from .main import UserError
+
+
+def load_model(source: str) -> tuple[Any, Path]:
+    """A model from an archzoo .safetensors file or an HF directory, and where it lives."""
+    path = Path(source)
+    if path.is_dir():
+        return archzoo.from_hf(path), path
+    if path.is_file():
+        return archzoo.load(path).eval(), path.parent
+    raise UserError(f"{source}: no such file or directory")
+
+
+def load_tokenizer(directory: Path) -> Any:
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise UserError(
+            "zoo generate needs the `tokenizers` package: pip install 'archzoo[generate]'"
+        ) from None
+    path = directory / "tokenizer.json"
+    if not path.is_file():
+        raise UserError(f"{directory}: no tokenizer.json beside the weights")
+    return Tokenizer.from_file(str(path))
+
+
+@click.command("generate")
+@click.argument("source", metavar="FILE|DIR")
+@click.option("--prompt", required=True, help="Text to continue.")
+@click.option("--max-new-tokens", default=50, show_default=True, type=click.IntRange(min=1))
+@click.option("--min-new-tokens", default=0, show_default=True, type=click.IntRange(min=0))
+@click.option("--do-sample", is_flag=True, help="Sample instead of greedy decoding.")
+@click.option("--temperature", default=1.0, show_default=True, type=float)
+@click.option("--top-k", type=click.IntRange(min=0), help="Keep the k most likely tokens.")
+@click.option("--top-p", type=float, help="Keep the smallest set with this probability.")
+@click.option("--num-beams", default=1, show_default=True, type=click.IntRange(min=1))
+@click.option("--seed", type=int, help="Seed for sampling.")
+def generate_cmd(
+    source: str,
+    prompt: str,
+    max_new_tokens: int,
+    min_new_tokens: int,
+    do_sample: bool,
+    temperature: float,
+    top_k: int | None,
+    top_p: float | None,
+    num_beams: int,
+    seed: int | None,
+) -> None:
+    """Generate a continuation of PROMPT, printing text as it is produced."""
+    model, directory = load_model(source)
+    tokenizer = load_tokenizer(directory)
+    ids = torch.tensor([tokenizer.encode(prompt).ids])
+    if ids.shape[1] == 0:
+        raise UserError("the prompt encodes to no tokens")
+    generator = torch.Generator().manual_seed(seed) if seed is not None else None
+    context = ids[0].tolist()  # decode prompt + new tokens together so spacing is right
+    printed = tokenizer.decode(context)
+
+    def stream(token: torch.Tensor) -> None:
+        nonlocal printed
+        context.append(int(token[0]))
+        text = tokenizer.decode(context)
+        if not text.endswith("\ufffd"):  # wait for the rest of a multi-byte character
+            click.echo(text[len(printed) :], nl=False)
+            printed = text
+
+    click.echo(printed, nl=False)
+    out = model.generate(
+        ids,
+        max_new_tokens=max_new_tokens,
+        min_new_tokens=min_new_tokens,
+        do_sample=do_sample,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        num_beams=num_beams,
+        generator=generator,
+        on_token=stream if num_beams == 1 else None,
+    )
+    if num_beams > 1:
+        if model.family == "encoder-decoder":
+            context = out[0, 1:].tolist()
+            printed = ""
+            click.echo("\n", nl=False)
+        else:
+            context = out[0].tolist()
+    final = tokenizer.decode(context)
+    click.echo(final[len(printed) :] if final.startswith(printed) else final, nl=False)
+    click.echo()
