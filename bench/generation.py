@@ -48,11 +48,16 @@ def main() -> None:
     for batch in (1, 8):
         ids = torch.randint(0, 50257, (batch, PROMPT_LEN))
         kw = {"max_new_tokens": n, "min_new_tokens": n}
-        t_hf, out_hf = timed(
-            lambda ids=ids: ref.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, pad_token_id=0, **kw),
-            args.repeats,
-        )
-        t_az, out_az = timed(lambda ids=ids: ours.generate(ids, **kw), args.repeats)
+
+        def run_hf(ids: torch.Tensor = ids, kw: dict = kw) -> torch.Tensor:
+            mask = torch.ones_like(ids)
+            return ref.generate(ids, attention_mask=mask, do_sample=False, pad_token_id=0, **kw)
+
+        def run_ours(ids: torch.Tensor = ids, kw: dict = kw) -> torch.Tensor:
+            return ours.generate(ids, **kw)
+
+        t_hf, out_hf = timed(run_hf, args.repeats)
+        t_az, out_az = timed(run_ours, args.repeats)
         same = torch.equal(out_hf, out_az)
         rows.append((batch, batch * n / t_hf, batch * n / t_az, same))
     lines = [

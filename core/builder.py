@@ -97,6 +97,7 @@ def assemble(spec: Spec, reg: Registry) -> ZooModel:
             layer_map=layer_map,
             final_norm=final_norm,
             causal=causal,
+            checkpointing=spec.data["activation_checkpointing"],
         )
     last = spec.stacks()[-1]
     cfg = spec.stack(last)

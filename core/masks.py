@@ -43,7 +43,8 @@ class AttentionMask:
                     f"got {tuple(key_padding.shape)}"
                 )
             key_padding = key_padding.to(device=device, dtype=torch.bool)
-            if bool(key_padding.all()):
+            # eager only: a data-dependent branch would break a compiled graph
+            if not torch.compiler.is_compiling() and bool(key_padding.all()):
                 key_padding = None
         if key_padding is None:
             if not causal:

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from .cache import CrossCache, KVCache, LayerCache
 from .interfaces import AttentionContext, Embedding, Head, Position
@@ -39,6 +40,7 @@ class Stack(nn.Module):
         layer_map: list[int],
         final_norm: nn.Module | None,
         causal: bool,
+        checkpointing: bool = False,
     ) -> None:
         super().__init__()
         self.embedding = embedding
@@ -47,6 +49,7 @@ class Stack(nn.Module):
         self.layer_map = layer_map
         self.final_norm = final_norm
         self.causal = causal
+        self.checkpointing = checkpointing
 
     def forward(
         self,
@@ -78,7 +81,11 @@ class Stack(nn.Module):
                 T, memory.shape[1], causal=False, key_padding=memory_mask, device=memory.device
             )
             cross_ctx = AttentionContext(cross_mask)
+        recompute = self.checkpointing and self.training and torch.is_grad_enabled()
         for j, i in enumerate(self.layer_map):
+            if recompute:  # keep only block inputs; recompute the rest in backward
+                x = checkpoint(self.blocks[i], x, ctx, memory, cross_ctx, use_reentrant=False)
+                continue
             if cache is None:
                 x = self.blocks[i](x, ctx, memory, cross_ctx)
                 continue

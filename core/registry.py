@@ -13,7 +13,7 @@ from typing import Any
 
 import pluggy
 
-from .component import KINDS, Component
+from .component import KINDS, Capabilities, Component
 from .hooks import PROJECT, ArchzooSpec
 
 ENTRY_POINT_GROUP = "archzoo"
@@ -75,6 +75,14 @@ def _check_component_class(cls: Any) -> None:
         raise RegistryError(f"{where} is not a subclass of archzoo.Component")
     if cls.kind not in KINDS:
         raise RegistryError(f"{where} has kind {cls.kind!r}; expected one of {list(KINDS)}")
+    base = _interface_of(cls.kind)
+    if not issubclass(cls, base):
+        raise RegistryError(
+            f"{where} has kind {cls.kind!r} but does not subclass "
+            f"archzoo.interfaces.{base.__name__}"
+        )
+    if not isinstance(cls.capabilities, Capabilities):
+        raise RegistryError(f"{where}.capabilities is not an archzoo.Capabilities")
     if not isinstance(cls.name, str) or not cls.name.isidentifier():
         raise RegistryError(f"{where} has name {cls.name!r}; expected an identifier")
     if not dataclasses.is_dataclass(cls.Config):
@@ -82,6 +90,23 @@ def _check_component_class(cls: Any) -> None:
     for f in dataclasses.fields(cls.Config):
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise RegistryError(f"{where}.Config.{f.name} has no default")
+
+
+def _interface_of(kind: str) -> type[Component]:
+    """The interface base class every component of `kind` must subclass."""
+    from . import interfaces
+
+    bases = (
+        interfaces.Embedding,
+        interfaces.Position,
+        interfaces.Attention,
+        interfaces.Norm,
+        interfaces.Block,
+        interfaces.FeedForward,
+        interfaces.Sharing,
+        interfaces.Head,
+    )
+    return {b.kind: b for b in bases}[kind]
 
 
 class Registry:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 import typing
 from collections.abc import Mapping
 from importlib import resources
@@ -124,7 +125,9 @@ def find_model(name: str, registry: Registry | None = None) -> Path | None:
     return None
 
 
-def _read_source(source: Any, relative_to: Path | None) -> tuple[dict, Locs, str, Path | None]:
+def _read_source(
+    source: Any, relative_to: Path | None, registry: Registry | None = None
+) -> tuple[dict, Locs, str, Path | None]:
     """Raw (data, locs, identity, directory) of a name, path, dict or YAML text."""
     if isinstance(source, Mapping):
         return copy.deepcopy(dict(source)), {}, f"<dict {id(source)}>", relative_to
@@ -137,9 +140,9 @@ def _read_source(source: Any, relative_to: Path | None) -> tuple[dict, Locs, str
             if rel.is_file():
                 path = rel
         if not path.is_file():
-            zoo = find_model(str(source)) if isinstance(source, str) else None
+            zoo = find_model(str(source), registry) if isinstance(source, str) else None
             if zoo is None:
-                models = list_models()
+                models = list_models(registry)
                 hint = closest(str(source), models)
                 raise SpecError(
                     [
@@ -162,9 +165,9 @@ def _read_source(source: Any, relative_to: Path | None) -> tuple[dict, Locs, str
 
 
 def _load_with_extends(
-    source: Any, relative_to: Path | None, chain: tuple[str, ...]
+    source: Any, relative_to: Path | None, chain: tuple[str, ...], registry: Registry | None = None
 ) -> tuple[dict, Locs]:
-    data, locs, ident, directory = _read_source(source, relative_to)
+    data, locs, ident, directory = _read_source(source, relative_to, registry)
     if not isinstance(data, dict):
         loc = locs.get((), None) or Location(ident, 1, 1)
         raise SpecError(
@@ -184,7 +187,7 @@ def _load_with_extends(
         msg = f"must be a zoo name or a path, got {base_ref!r}"
         raise SpecError([SpecIssue("extends", msg, locs.get(("extends",)))])
     try:
-        base, base_locs = _load_with_extends(base_ref, directory, (*chain, ident))
+        base, base_locs = _load_with_extends(base_ref, directory, (*chain, ident), registry)
     except SpecError as exc:
         issues = [
             SpecIssue(
@@ -309,7 +312,7 @@ class _Resolver:
                 self.issue(path + (f.name,), "is required")
             err = check_value(value, hints[f.name], dict(f.metadata))
             if err:
-                self.issue(path + (f.name,), err)
+                self.issue(path + (f.name,), err, _choice_hint(value, hints[f.name], f))
             out[f.name] = value
         return out
 
@@ -326,9 +329,10 @@ class _Resolver:
         if not self.registry.has(kind, name):
             self.issue(
                 path + ("kind",),
-                self.registry.unknown_message(kind, name)
-                .split(" (did you mean")[0]
-                .split("; known")[0]
+                # keep the registry's note on plugins that failed to load; drop its hint
+                re.sub(
+                    r" \(did you mean .*?\?\)", "", self.registry.unknown_message(kind, name)
+                ).rsplit("; known: ", 1)[0]
                 + f"; known: {', '.join(self.registry.names(kind))}",
                 closest(name, self.registry.names(kind)),
             )
@@ -348,7 +352,7 @@ class _Resolver:
             if fname in value:
                 err = check_value(value[fname], hints[fname], dict(f.metadata))
                 if err:
-                    self.issue(path + (fname,), err)
+                    self.issue(path + (fname,), err, _choice_hint(value[fname], hints[fname], f))
                 out[fname] = value[fname]
             else:
                 out[fname] = (
@@ -405,6 +409,15 @@ class _Resolver:
             resolved.update(self.components(entry, stack, p, keys))
             out.append(resolved)
         return out
+
+
+def _choice_hint(value: Any, tp: Any, f: dataclasses.Field) -> str | None:
+    """The closest allowed choice to a misspelt string (Literal types, `choices=`)."""
+    options = list(f.metadata.get("choices", ()))
+    for t in (tp, *typing.get_args(tp)):
+        if typing.get_origin(t) is typing.Literal:
+            options += typing.get_args(t)
+    return closest(value, [o for o in options if isinstance(o, str)])
 
 
 def resolve(data: dict, locs: Locs | None = None, registry: Registry | None = None) -> Spec:
@@ -626,6 +639,6 @@ def load_spec(
     if isinstance(source, Spec):
         data, locs = source.to_dict(), dict(source.locs)
     else:
-        data, locs = _load_with_extends(source, None, ())
+        data, locs = _load_with_extends(source, None, (), registry)
     apply_overrides(data, locs, overrides)
     return resolve(data, locs, registry)

@@ -61,6 +61,9 @@ class ModelFields:
         None, "generation: token forced at the last allowed step (BART)", min=0
     )
     tie_embeddings: bool = param(True, "encoder-decoder: one token table for both stacks")
+    activation_checkpointing: bool = param(
+        False, "training: recompute each block in backward instead of storing activations"
+    )
 
 
 # Keys an `encoder:` / `decoder:` section may override, and a `layers:` entry.

@@ -42,6 +42,7 @@ def load_yaml(text: str, file: str) -> tuple[Any, Locs]:
             raise SpecError([SpecIssue("", "spec is empty", Location(file, 1, 1))])
         walker = _Walker(loader, file)
         data = walker.walk(node, ())
+        walker.locs[()] = walker.loc(node)  # where issues of missing keys point
         return data, walker.locs
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark

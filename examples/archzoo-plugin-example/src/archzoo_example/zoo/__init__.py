@@ -1,0 +1,1 @@
+"""Zoo specs of the example plugin (package data)."""

@@ -1,0 +1,196 @@
+"""Property tests: randomly mutated zoo specs fail only with SpecError, or build and train.
+
+Each example takes a zoo spec as written (raw YAML data), applies one to three random
+mutations (delete a key, rename it, set it to a random value of a random type, add a key)
+and loads the result. The only exception allowed is archzoo.SpecError. A mutated spec
+that validates is then shrunk to tiny sizes, built on the CPU, and run forward and
+backward. Runs are derandomized, so CI sees the same examples every time.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any
+
+import pytest
+import torch
+import yaml
+from hypothesis import HealthCheck, event, given, note, settings
+from hypothesis import strategies as st
+
+import archzoo
+from archzoo.spec import find_model
+from archzoo.spec_fields import COMPONENT_KEYS, STACK_KEYS, ModelFields
+
+MODELS = archzoo.list_models()
+RAW = {name: yaml.safe_load(find_model(name).read_text()) for name in MODELS}
+TINY = {
+    "vocab_size": 64,
+    "d_model": 16,
+    "n_layers": 1,
+    "n_heads": 2,
+    "head_dim": 8,
+    "d_ff": 24,
+    "max_len": 32,
+}
+MAX_TINY_PARAMS = 2_000_000  # a component parameter (a bucket count, say) can still be big
+SETTINGS = settings(
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+
+
+def known_names() -> list[str]:
+    """Every key and component name a spec may use, so mutations hit real names often."""
+    names = {f.name for f in dataclasses.fields(ModelFields)}
+    names |= {*COMPONENT_KEYS, *STACK_KEYS, "kind", "select", "encoder", "decoder"}
+    for cls in archzoo.list_components():
+        names.add(cls.name)
+        names |= set(cls.describe()["params"])
+    return sorted(names)
+
+
+NAMES = known_names()
+NUMBERS = st.sampled_from([0, -1, 1, 2, 3, 5, 7, 64, 10**6, 10**12, 2**63, 0.5, 1.0, -0.0, 1e-9])
+VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    NUMBERS,
+    st.integers(min_value=-3, max_value=5000),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(NAMES),
+    st.text(max_size=12),
+    st.lists(st.one_of(st.integers(-2, 5), st.text(max_size=3)), max_size=3),
+    st.dictionaries(st.sampled_from(NAMES), st.one_of(NUMBERS, st.sampled_from(NAMES)), max_size=3),
+)
+KEYS = st.one_of(st.sampled_from(NAMES), st.text(max_size=10), st.integers(-2, 3))
+
+
+def nudged(value: Any) -> st.SearchStrategy:
+    """Values like `value`: another small size, rate, flag or known name."""
+    if isinstance(value, bool):
+        return st.booleans()
+    if isinstance(value, int):
+        return st.integers(min_value=0, max_value=max(8, 2 * value))
+    if isinstance(value, float):
+        return st.floats(min_value=0.0, max_value=max(1.0, 2 * value))
+    if isinstance(value, str):
+        return st.sampled_from(NAMES)
+    return VALUES
+
+
+def paths(node: Any, prefix: tuple = ()) -> list[tuple]:
+    """Every key path into nested mappings and lists."""
+    out = []
+    items = node.items() if isinstance(node, dict) else enumerate(node)
+    for key, value in items:
+        out.append((*prefix, key))
+        if isinstance(value, (dict, list)):
+            out += paths(value, (*prefix, key))
+    return out
+
+
+def containers(node: Any, prefix: tuple = ()) -> list[tuple]:
+    """Paths of every mapping, the top level included."""
+    out = [prefix] if isinstance(node, dict) else []
+    items = node.items() if isinstance(node, dict) else enumerate(node)
+    for key, value in items:
+        if isinstance(value, (dict, list)):
+            out += containers(value, (*prefix, key))
+    return out
+
+
+def at(data: Any, path: tuple) -> Any:
+    for p in path:
+        data = data[p]
+    return data
+
+
+@st.composite
+def mutated_specs(draw: st.DrawFn) -> tuple[str, dict]:
+    """A zoo spec's raw data with one to three random mutations."""
+    name = draw(st.sampled_from(MODELS))
+    data = copy.deepcopy(RAW[name])
+    for _ in range(draw(st.integers(1, 3))):
+        op = draw(st.sampled_from(["delete", "set", "set", "rename", "add", "nudge", "nudge"]))
+        if op == "add":
+            where = at(data, draw(st.sampled_from(containers(data))))
+            where[draw(KEYS)] = draw(VALUES)
+            continue
+        options = paths(data)
+        if not options:
+            continue
+        path = draw(st.sampled_from(options))
+        parent, key = at(data, path[:-1]), path[-1]
+        if op == "delete":
+            del parent[key]
+        elif op == "set":
+            parent[key] = draw(VALUES)
+        elif op == "nudge":  # a plausible value of the same type: explores valid specs
+            parent[key] = draw(nudged(parent[key]))
+        elif isinstance(parent, dict):  # rename
+            parent[draw(KEYS)] = parent.pop(key)
+    note(f"{name} mutated: {data!r}")
+    return name, data
+
+
+def tiny_overrides(data: dict) -> dict[str, Any]:
+    """TINY, plus one KV head where the spec sets a count that 2 heads cannot divide."""
+    attention = data.get("attention")
+    if isinstance(attention, dict) and attention.get("n_kv_heads") is not None:
+        return {**TINY, "attention.n_kv_heads": 1}
+    return TINY
+
+
+def inputs(model: archzoo.ZooModel) -> dict[str, torch.Tensor]:
+    ids = torch.randint(0, TINY["vocab_size"], (2, 5), generator=torch.Generator().manual_seed(0))
+    if model.family == "encoder-decoder":
+        return {"input_ids": ids, "decoder_input_ids": ids}
+    return {"input_ids": ids}
+
+
+def train_step(spec: archzoo.Spec) -> None:
+    """Build on the CPU, run forward and backward; check shapes and that gradients flow."""
+    torch.manual_seed(0)
+    model = archzoo.build_model(spec)
+    out = model(**inputs(model))
+    assert out.last_hidden_state.shape == (2, 5, TINY["d_model"])
+    loss = out.last_hidden_state.float().sum()
+    if out.logits is not None:
+        assert out.logits.shape[:2] in ((2, 5), (2, out.logits.shape[1]))
+        loss = loss + out.logits.float().sum()
+    loss.backward()
+    assert any(p.grad is not None for p in model.parameters())
+
+
+@settings(SETTINGS, max_examples=500)
+@given(mutated_specs())
+def test_mutated_zoo_specs_fail_only_with_spec_error_or_build_and_train(case):
+    _, data = case
+    try:
+        spec = archzoo.load_spec(data)
+    except archzoo.SpecError as exc:
+        assert exc.issues and all(i.message for i in exc.issues)
+        event("refused")
+        return
+    assert archzoo.load_spec(spec.to_yaml()) == spec  # a valid result round-trips
+    try:
+        tiny = archzoo.load_spec(data, overrides=tiny_overrides(data))
+    except archzoo.SpecError:
+        event("valid, but not at tiny size")
+        return
+    if archzoo.build_model(tiny, device="meta").num_parameters() > MAX_TINY_PARAMS:
+        event("valid, too big to run at tiny size")
+        return
+    train_step(tiny)
+    event("valid, built and trained")
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_every_zoo_spec_is_a_valid_starting_point(name):
+    """The mutations start from specs that validate and build tiny (or the test is moot)."""
+    spec = archzoo.load_spec(RAW[name], overrides=tiny_overrides(RAW[name]))
+    assert archzoo.build_model(spec, device="meta").num_parameters() < MAX_TINY_PARAMS
