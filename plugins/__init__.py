@@ -6,7 +6,13 @@ from typing import Any
 
 from archzoo.hooks import hookimpl
 
+from .attention.bigbird import BigBirdAttention
+from .attention.block_sparse import BlockSparseAttention
+from .attention.fixed import FixedAttention
+from .attention.local import LocalAttention
+from .attention.longformer import LongformerAttention
 from .attention.mha import MultiHeadAttention
+from .attention.strided import StridedAttention
 from .block.parallel import ParallelBlock
 from .block.post_ln import PostLNBlock
 from .block.pre_ln import PreLNBlock
@@ -16,8 +22,10 @@ from .converters.bart import BartConverter
 from .converters.bert import BertConverter, RobertaConverter
 from .converters.bloom import BloomConverter
 from .converters.gpt2 import GPT2Converter
+from .converters.gpt_neo import GPTNeoConverter
 from .converters.gpt_neox import GPTNeoXConverter
 from .converters.llama import LlamaConverter
+from .converters.mistral import MistralConverter
 from .converters.t5 import T5Converter
 from .embedding.factorized import FactorizedEmbedding
 from .embedding.token import TokenEmbedding
@@ -52,6 +60,12 @@ BUILTIN_COMPONENTS = (
     T5RelativePosition,
     NoPosition,
     MultiHeadAttention,
+    LocalAttention,
+    StridedAttention,
+    FixedAttention,
+    BlockSparseAttention,
+    BigBirdAttention,
+    LongformerAttention,
     LayerNorm,
     RMSNorm,
     PostLNBlock,
@@ -80,6 +94,8 @@ BUILTIN_CONVERTERS = (
     LlamaConverter(),
     BloomConverter(),
     GPTNeoXConverter(),
+    GPTNeoConverter(),
+    MistralConverter(),
 )
 
 

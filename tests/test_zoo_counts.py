@@ -88,6 +88,34 @@ def _albert(**kw: int) -> Callable[[], tuple[type, object]]:
 
 
 HF_COUNTERPARTS: dict[str, Counterpart] = {
+    "mistral-7b": Counterpart(
+        lambda: (transformers.MistralForCausalLM, transformers.MistralConfig())
+    ),
+    "gpt-neo-125m": Counterpart(
+        lambda: (
+            transformers.GPTNeoForCausalLM,
+            transformers.GPTNeoConfig(
+                hidden_size=768,
+                num_layers=12,
+                num_heads=12,
+                attention_types=[[["global", "local"], 6]],
+                max_position_embeddings=2048,
+                window_size=256,
+            ),
+        )
+    ),
+    "longformer-base": Counterpart(
+        lambda: (
+            transformers.LongformerForMaskedLM,
+            transformers.LongformerConfig(
+                vocab_size=50265,
+                max_position_embeddings=4098,
+                type_vocab_size=1,
+                attention_window=512,
+                pad_token_id=1,
+            ),
+        )
+    ),
     "albert-base": Counterpart(
         _albert(
             hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072
@@ -190,7 +218,11 @@ HF_COUNTERPARTS: dict[str, Counterpart] = {
 }
 
 # Zoo specs with no transformers class of the same architecture, each with the reason.
-NO_HF_COUNTERPART: dict[str, str] = {}
+NO_HF_COUNTERPART: dict[str, str] = {
+    "sparse-transformer": "OpenAI's Sparse Transformer has no transformers class",
+    "bigbird-base": "BigBirdForMaskedLM carries an unused trainable pooler; "
+    "tests/test_sparse_hf.py checks the count without it",
+}
 
 
 def hf_count(counterpart: Counterpart) -> int:

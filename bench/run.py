@@ -1,0 +1,214 @@
+"""archzoo vs transformers on the same configurations and weights, in one process and run.
+
+Run: python bench/run.py [--repeats 5] [--compile] [--write]
+
+Workloads: BERT-base MLM forward (8 x 128), GPT-2 small train step (4 x 256, forward +
+backward), T5-small forward + backward (8 x 128 -> 32), GPT-2 greedy decoding (1 x 16 -> 128).
+Both sides load one random-weight checkpoint (archzoo through from_hf), so the numbers
+compare implementations, not initialisations. MFU is model FLOPs / time / measured fp32
+matmul peak. --compile adds torch.compile rows; --write puts the table in bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import platform
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import transformers as hf
+
+import archzoo
+
+RESULTS = Path(__file__).with_name("RESULTS.md")
+
+
+def median_time(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def matmul_peak(n: int = 2048, repeats: int = 5) -> float:
+    """Measured fp32 FLOP/s of one large square matmul on this machine."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    t = median_time(lambda: a @ b, repeats, warmup=2)
+    return 2 * n**3 / t
+
+
+def dense_flops(n_params: int, tokens: int, layers: int, seq: int, d: int) -> float:
+    """Forward FLOPs: 2 per parameter per token plus attention scores and values."""
+    return 2 * n_params * tokens + 4 * layers * seq * d * tokens
+
+
+@dataclass
+class Row:
+    workload: str
+    mode: str
+    hf_s: float
+    az_s: float
+    tokens: int
+    flops: float
+
+    def cells(self, peak: float) -> list[str]:
+        return [
+            self.workload,
+            self.mode,
+            f"{self.hf_s * 1e3:.1f}",
+            f"{self.az_s * 1e3:.1f}",
+            f"{self.hf_s / self.az_s:.2f}x",
+            f"{self.tokens / self.hf_s:.0f}",
+            f"{self.tokens / self.az_s:.0f}",
+            f"{100 * self.flops / self.hf_s / peak:.1f}%",
+            f"{100 * self.flops / self.az_s / peak:.1f}%",
+        ]
+
+
+def load_pair(ref: torch.nn.Module, tmp: Path, name: str) -> archzoo.ZooModel:
+    ref.save_pretrained(tmp / name)
+    return archzoo.from_hf(tmp / name)
+
+
+def bert_forward(tmp: Path, repeats: int, compile_: bool) -> list[Row]:
+    ref = hf.BertForMaskedLM(hf.BertConfig()).eval()
+    ours = load_pair(ref, tmp, "bert")
+    ids = torch.randint(0, 30522, (8, 128))
+    n = sum(p.numel() for p in ref.bert.encoder.parameters()) + 768 * 30522 + 768 * 768
+    flops = dense_flops(n, ids.numel(), 12, 128, 768)
+    rows = []
+    for mode in ["eager"] + (["compiled"] if compile_ else []):
+        r, o = (torch.compile(ref), torch.compile(ours)) if mode == "compiled" else (ref, ours)
+        with torch.inference_mode():
+            t_hf = median_time(lambda r=r: r(input_ids=ids), repeats, warmup=2)
+            t_az = median_time(lambda o=o: o(ids), repeats, warmup=2)
+        rows.append(Row("BERT-base forward 8x128", mode, t_hf, t_az, ids.numel(), flops))
+    return rows
+
+
+def gpt2_train(tmp: Path, repeats: int, compile_: bool) -> list[Row]:
+    cfg = hf.GPT2Config(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    ref = hf.GPT2LMHeadModel(cfg).train()
+    ours = load_pair(ref, tmp, "gpt2").train()
+    ids = torch.randint(0, 50257, (4, 256))
+    n = sum(p.numel() for p in ref.transformer.h.parameters()) + 768 * 50257
+    flops = 3 * dense_flops(n, ids.numel(), 12, 256, 768)
+    rows = []
+    for mode in ["eager"] + (["compiled"] if compile_ else []):
+        r, o = (torch.compile(ref), torch.compile(ours)) if mode == "compiled" else (ref, ours)
+
+        def step_hf(r=r) -> None:
+            r(input_ids=ids, labels=ids).loss.backward()
+            ref.zero_grad(set_to_none=True)
+
+        def step_az(o=o) -> None:
+            o(ids, labels=ids).loss.backward()
+            ours.zero_grad(set_to_none=True)
+
+        t_hf, t_az = median_time(step_hf, repeats), median_time(step_az, repeats)
+        rows.append(Row("GPT-2 train step 4x256", mode, t_hf, t_az, ids.numel(), flops))
+    return rows
+
+
+def t5_train(tmp: Path, repeats: int) -> list[Row]:
+    ref = hf.T5ForConditionalGeneration(hf.T5Config(dropout_rate=0.0, decoder_start_token_id=0)).train()
+    ours = load_pair(ref, tmp, "t5").train()
+    src, tgt = torch.randint(0, 32128, (8, 128)), torch.randint(0, 32128, (8, 32))
+    n_enc = sum(p.numel() for p in ref.encoder.block.parameters())
+    n_dec = sum(p.numel() for p in ref.decoder.block.parameters()) + 512 * 32128
+    flops = 3 * (dense_flops(n_enc, src.numel(), 6, 128, 512) + dense_flops(n_dec, tgt.numel(), 6, 32, 512))
+
+    def step_hf() -> None:
+        ref(input_ids=src, decoder_input_ids=tgt, labels=tgt).loss.backward()
+        ref.zero_grad(set_to_none=True)
+
+    def step_az() -> None:
+        ours(src, decoder_input_ids=tgt, labels=tgt).loss.backward()
+        ours.zero_grad(set_to_none=True)
+
+    t_hf, t_az = median_time(step_hf, repeats), median_time(step_az, repeats)
+    return [Row("T5-small fwd+bwd 8x128->32", "eager", t_hf, t_az, src.numel() + tgt.numel(), flops)]
+
+
+def gpt2_decode(tmp: Path, repeats: int) -> list[Row]:
+    ref = hf.GPT2LMHeadModel(hf.GPT2Config()).eval()
+    ours = load_pair(ref, tmp, "gpt2-decode")
+    ids = torch.randint(0, 50257, (1, 16))
+    kw = {"max_new_tokens": 128, "min_new_tokens": 128}
+    mask = torch.ones_like(ids)
+    out_hf = ref.generate(ids, attention_mask=mask, do_sample=False, pad_token_id=0, **kw)
+    out_az = ours.generate(ids, **kw)
+    if not torch.equal(out_hf, out_az):
+        raise SystemExit("greedy decoding differs between archzoo and transformers")
+    t_hf = median_time(
+        lambda: ref.generate(ids, attention_mask=mask, do_sample=False, pad_token_id=0, **kw), repeats
+    )
+    t_az = median_time(lambda: ours.generate(ids, **kw), repeats)
+    n = sum(p.numel() for p in ref.transformer.h.parameters()) + 768 * 50257
+    flops = 128 * dense_flops(n, 1, 12, 80, 768)
+    return [Row("GPT-2 greedy decode 1x16->128", "eager", t_hf, t_az, 128, flops)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--compile", action="store_true", help="also time torch.compile'd models")
+    parser.add_argument("--write", action="store_true", help="write the table to bench/RESULTS.md")
+    parser.add_argument("--only", help="comma-separated subset: bert,gpt2,t5,decode")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    peak = matmul_peak()
+    chosen = set((args.only or "bert,gpt2,t5,decode").split(","))
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        if "bert" in chosen:
+            rows += bert_forward(tmp_path, args.repeats, args.compile)
+        gc.collect()
+        if "gpt2" in chosen:
+            rows += gpt2_train(tmp_path, args.repeats, args.compile)
+        gc.collect()
+        if "t5" in chosen:
+            rows += t5_train(tmp_path, args.repeats)
+        if "decode" in chosen:
+            rows += gpt2_decode(tmp_path, args.repeats)
+    header = [
+        "workload",
+        "mode",
+        "HF ms",
+        "archzoo ms",
+        "speed-up",
+        "HF tok/s",
+        "archzoo tok/s",
+        "HF MFU",
+        "archzoo MFU",
+    ]
+    machine = (
+        f"{platform.machine()} {platform.processor() or ''}, {torch.get_num_threads()} threads, "
+        f"torch {torch.__version__}, transformers {hf.__version__}; "
+        f"measured fp32 matmul peak {peak / 1e9:.1f} GFLOP/s; medians of {args.repeats}"
+    )
+    lines = [machine, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r.cells(peak)) + " |" for r in rows]
+    print("\n".join(lines))
+    if args.write:
+        RESULTS.write_text(
+            RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else "# Benchmark results\n",
+            encoding="utf-8",
+        )
+        with RESULTS.open("a", encoding="utf-8") as f:
+            f.write("\n## archzoo vs transformers (bench/run.py)\n\n" + "\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""`zoo mask`: which keys each query may attend to, as a terminal grid or a PNG."""
+
+from __future__ import annotations
+
+import math
+import struct
+import zlib
+from pathlib import Path
+from typing import Any
+
+import click
+import torch
+from torch import Tensor
+
+import archzoo
+from archzoo.spec import component_config, parse_override, stack_dims
+
+MAX_COLUMNS = 64  # terminal grid: at most this many cells per row
+MAX_PIXELS = 2048  # PNG: at most this many pixels per side
+
+
+def layer_keep(source: Any, overrides: dict, length: int, layer: int, stack: str | None) -> tuple:
+    """The (length, length) bool mask of one layer's self-attention, and a description."""
+    spec = archzoo.load_spec(source, overrides)
+    stacks = spec.stacks()
+    which = stack or stacks[-1]
+    if which not in stacks:
+        raise click.BadParameter(
+            f"{spec.name} has stacks {stacks}, not {which!r}", param_hint="--stack"
+        )
+    layers = spec.layer_components(which)
+    if not 0 <= layer < len(layers):
+        raise click.BadParameter(f"{which} has layers 0..{len(layers) - 1}", param_hint="--layer")
+    comp = layers[layer]["attention"]
+    reg = archzoo.get_registry()
+    cls = reg.get("attention", comp["kind"])
+    with torch.device("meta"):
+        attention = cls(component_config(reg, "attention", comp), stack_dims(spec.stack(which)))
+    causal = which == "decoder"
+    keep = torch.ones(length, length, dtype=torch.bool)
+    if hasattr(attention, "make_pattern"):
+        from archzoo.plugins.attention.sparse import pattern_keep
+
+        pattern = attention.make_pattern(length, torch.device("cpu"))
+        keep = pattern_keep(pattern, length, length, causal=False, key_padding=None)[0]
+    if causal:
+        keep = keep & torch.ones(length, length, dtype=torch.bool).tril()
+    mode = "causal" if causal else "bidirectional"
+    title = f"{spec.name} {which} layer {layer}: {comp['kind']} ({mode}), {length} tokens"
+    return keep, title
+
+
+def pool(keep: Tensor, cells: int) -> Tensor:
+    """Fraction of allowed pairs in each of (cells x cells) squares of a (n, n) mask."""
+    n = keep.shape[0]
+    size = math.ceil(n / cells)
+    m = math.ceil(n / size)
+    padded = torch.zeros(m * size, m * size)
+    padded[:n, :n] = keep.float()
+    frac = padded.view(m, size, m, size).sum((1, 3))
+    rows = torch.arange(m) * size
+    area = torch.clamp(n - rows, max=size)[:, None] * torch.clamp(n - rows, max=size)[None, :]
+    return frac / area
+
+
+def grid(keep: Tensor) -> list[str]:
+    """Rows of '#' (all allowed), '+' (some), '.' (none), one line per query (or cell)."""
+    n = keep.shape[0]
+    frac = pool(keep, MAX_COLUMNS)
+    size = math.ceil(n / frac.shape[0])
+    width = len(str(n - 1))
+    lines = []
+    for i, row in enumerate(frac.tolist()):
+        cells = "".join("#" if f >= 1.0 else ("." if f <= 0.0 else "+") for f in row)
+        lines.append(f"q{i * size:<{width}d} |{cells}|")
+    return lines
+
+
+def write_png(path: Path, pixels: Tensor) -> None:
+    """An 8-bit grayscale PNG from a (h, w) uint8 tensor (zlib + struct, no dependency)."""
+    h, w = pixels.shape
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    raw = b"".join(b"\x00" + bytes(row) for row in pixels.tolist())  # filter 0 per row
+    header = struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)  # 8-bit grayscale
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
+    png += chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b"")
+    path.write_bytes(png)
+
+
+@click.command("mask")
+@click.argument("name")
+@click.option("--len", "length", type=click.IntRange(1, 65536), default=64, show_default=True)
+@click.option("--layer", type=int, default=0, show_default=True, help="Layer index.")
+@click.option("--stack", type=click.Choice(["encoder", "decoder"]), help="Default: the last.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a spec key.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write a PNG.")
+def mask(
+    name: str, length: int, layer: int, stack: str | None, sets: tuple[str, ...], out: Path | None
+) -> None:
+    """Show which keys each query of a layer may attend to (NAME: zoo name or spec file)."""
+    source = Path(name) if Path(name).is_file() else name
+    try:
+        keep, title = layer_keep(
+            source, dict(parse_override(s) for s in sets), length, layer, stack
+        )
+    except (archzoo.SpecError, ValueError) as exc:
+        err = click.ClickException(str(exc))
+        err.exit_code = 2
+        raise err from None
+    seen = keep.sum(-1).float()
+    click.echo(f"{title}; keys per query: mean {seen.mean():.1f}, max {int(seen.max())}")
+    if out is not None:
+        frac = pool(keep, MAX_PIXELS)
+        write_png(out, ((1.0 - frac) * 255).round().to(torch.uint8))  # black: allowed
+        click.echo(f"wrote {out} ({frac.shape[0]}x{frac.shape[1]})")
+        return
+    if length > MAX_COLUMNS:
+        size = math.ceil(length / MAX_COLUMNS)
+        click.echo(f"one cell = {size}x{size} pairs: '#' all allowed, '+' some, '.' none")
+    for line in grid(keep):
+        click.echo(line)
