@@ -121,12 +121,16 @@ def gpt2_train(tmp: Path, repeats: int, compile_: bool) -> list[Row]:
 
 
 def t5_train(tmp: Path, repeats: int) -> list[Row]:
-    ref = hf.T5ForConditionalGeneration(hf.T5Config(dropout_rate=0.0, decoder_start_token_id=0)).train()
+    ref = hf.T5ForConditionalGeneration(
+        hf.T5Config(dropout_rate=0.0, decoder_start_token_id=0)
+    ).train()
     ours = load_pair(ref, tmp, "t5").train()
     src, tgt = torch.randint(0, 32128, (8, 128)), torch.randint(0, 32128, (8, 32))
     n_enc = sum(p.numel() for p in ref.encoder.block.parameters())
     n_dec = sum(p.numel() for p in ref.decoder.block.parameters()) + 512 * 32128
-    flops = 3 * (dense_flops(n_enc, src.numel(), 6, 128, 512) + dense_flops(n_dec, tgt.numel(), 6, 32, 512))
+    flops = 3 * (
+        dense_flops(n_enc, src.numel(), 6, 128, 512) + dense_flops(n_dec, tgt.numel(), 6, 32, 512)
+    )
 
     def step_hf() -> None:
         ref(input_ids=src, decoder_input_ids=tgt, labels=tgt).loss.backward()
@@ -137,7 +141,9 @@ def t5_train(tmp: Path, repeats: int) -> list[Row]:
         ours.zero_grad(set_to_none=True)
 
     t_hf, t_az = median_time(step_hf, repeats), median_time(step_az, repeats)
-    return [Row("T5-small fwd+bwd 8x128->32", "eager", t_hf, t_az, src.numel() + tgt.numel(), flops)]
+    return [
+        Row("T5-small fwd+bwd 8x128->32", "eager", t_hf, t_az, src.numel() + tgt.numel(), flops)
+    ]
 
 
 def gpt2_decode(tmp: Path, repeats: int) -> list[Row]:
@@ -151,7 +157,8 @@ def gpt2_decode(tmp: Path, repeats: int) -> list[Row]:
     if not torch.equal(out_hf, out_az):
         raise SystemExit("greedy decoding differs between archzoo and transformers")
     t_hf = median_time(
-        lambda: ref.generate(ids, attention_mask=mask, do_sample=False, pad_token_id=0, **kw), repeats
+        lambda: ref.generate(ids, attention_mask=mask, do_sample=False, pad_token_id=0, **kw),
+        repeats,
     )
     t_az = median_time(lambda: ours.generate(ids, **kw), repeats)
     n = sum(p.numel() for p in ref.transformer.h.parameters()) + 768 * 50257
