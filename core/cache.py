@@ -7,10 +7,11 @@ from torch import Tensor
 
 
 class LayerCache:
-    """Keys and values of one self-attention layer: (B, Hkv, capacity, hd), filled in order.
+    """Keys and values of one self-attention layer: (B, Hkv, capacity, hd).
 
-    With a `window`, only the last `window` keys are kept (a ring buffer); `positions` and
-    `valid` then say which absolute position and padding state each slot holds.
+    Without a window, keys are stored in order and `append` returns all of them. With a
+    `window`, the layer keeps only the newest `window` keys in a ring buffer (`index` is each
+    slot's sequence index, -1 when empty; `valid` is False for padding) and uses `extend`.
     """
 
     def __init__(
@@ -29,46 +30,47 @@ class LayerCache:
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.window = window
         self.capacity = capacity
-        self.length = 0  # tokens written so far (may exceed capacity with a window)
-        self.positions = torch.full((batch, capacity), -1, dtype=torch.long, device=device)
+        self.length = 0  # tokens seen so far (may exceed capacity with a window)
+        self.index = torch.full((capacity,), -1, dtype=torch.long, device=device)
         self.valid = torch.zeros(batch, capacity, dtype=torch.bool, device=device)
+        self.owner: KVCache | None = None  # gives each step's sequence indices and padding
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Store new keys/values (B, Hkv, T, hd); return every stored one (full cache)."""
+        """Store new keys/values (B, Hkv, T, hd); return every stored one (no window)."""
         t, start = k.shape[2], self.length
-        if self.window is None:
-            if start + t > self.capacity:
-                raise ValueError(
-                    f"KV cache holds {self.capacity} tokens; cannot add {t} more after {start}"
-                )
-            self.k[:, :, start : start + t] = k
-            self.v[:, :, start : start + t] = v
-            self.length = start + t
-            return self.k[:, :, : self.length], self.v[:, :, : self.length]
-        keep = min(t, self.capacity)  # ring buffer: only the newest `capacity` keys survive
-        slots = (torch.arange(start + t - keep, start + t, device=k.device)) % self.capacity
+        if start + t > self.capacity:
+            raise ValueError(f"KV cache holds {self.capacity} tokens; cannot add {t} more after {start}")
+        self.k[:, :, start : start + t] = k
+        self.v[:, :, start : start + t] = v
+        self.length = start + t
+        return self.k[:, :, : self.length], self.v[:, :, : self.length]
+
+    def extend(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Window caches: stored keys then the new ones (B, Hkv, S + T, hd), their sequence
+        indices (S + T,) and validity (B, S + T); afterwards only the newest `window` stay."""
+        index_new, valid_new = self.owner.step_index, self.owner.step_valid
+        keys, values = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
+        index = torch.cat([self.index, index_new])
+        valid = torch.cat([self.valid, valid_new], dim=1)
+        self.store(k, v)
+        return keys, values, index, valid
+
+    def store(self, k: Tensor, v: Tensor) -> None:
+        """Write the newest min(T, window) of the new keys into their ring slots."""
+        t = k.shape[2]
+        keep = min(t, self.capacity)
+        index_new = self.owner.step_index[t - keep :]
+        slots = index_new % self.capacity
         self.k[:, :, slots] = k[:, :, t - keep :]
         self.v[:, :, slots] = v[:, :, t - keep :]
-        self.length = start + t
-        return self.k, self.v
-
-    def record(self, positions: Tensor, valid: Tensor) -> None:
-        """Remember absolute positions and padding of the tokens just appended (B, T)."""
-        t = positions.shape[1]
-        start = self.length - t
-        if self.window is None:
-            self.positions[:, start : start + t] = positions
-            self.valid[:, start : start + t] = valid
-            return
-        keep = min(t, self.capacity)
-        slots = torch.arange(start + t - keep, start + t, device=positions.device) % self.capacity
-        self.positions[:, slots] = positions[:, t - keep :]
-        self.valid[:, slots] = valid[:, t - keep :]
+        self.index[slots] = index_new
+        self.valid[:, slots] = self.owner.step_valid[:, t - keep :]
+        self.length += t
 
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows `index` (beam search)."""
-        for name in ("k", "v", "positions", "valid"):
-            setattr(self, name, getattr(self, name).index_select(0, index))
+        self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
+        self.valid = self.valid.index_select(0, index)
 
 
 class CrossCache:
@@ -99,6 +101,10 @@ class KVCache:
         self.cross = cross
         self.capacity = capacity
         self.length = 0
+        for layer in layers:
+            layer.owner = self
+        self.step_index = torch.zeros(0, dtype=torch.long, device=device)  # this step's tokens
+        self.step_valid = torch.ones(batch, 0, dtype=torch.bool, device=device)
         self.positions = torch.zeros(batch, capacity, dtype=torch.long, device=device)
         self.key_padding = torch.ones(batch, capacity, dtype=torch.bool, device=device)
         self.padded = False  # whether any cached token was padding
@@ -122,6 +128,8 @@ class KVCache:
             self.key_padding[:, : start + t] = key_padding.to(torch.bool)
             self.padded = self.padded or not bool(key_padding.all())
         self.length = start + t
+        self.step_index = torch.arange(start, start + t, device=positions.device)
+        self.step_valid = self.key_padding[:, start : start + t]
         pad = self.key_padding[:, : self.length] if self.padded else None
         return self.positions[:, : self.length], pad
 

@@ -21,6 +21,8 @@ class AttentionMask:
     keep: Tensor | None
     is_causal: bool
     empty_rows: Tensor | None  # (B, 1, Tq, 1) bool, True where a query saw no key
+    causal: bool | None = None  # the factors `keep` was built from, for sparse attention
+    key_padding: Tensor | None = None  # (B, Tk) bool, True for real tokens
 
     @classmethod
     def build(
@@ -48,9 +50,9 @@ class AttentionMask:
                 key_padding = None
         if key_padding is None:
             if not causal:
-                return cls(None, False, None)
+                return cls(None, False, None, causal=False)
             if q_len == k_len:
-                return cls(None, True, None)
+                return cls(None, True, None, causal=True)
         keep = None
         if causal:
             keep = causal_mask(q_len, k_len, device=device)[None, None]  # (1, 1, Tq, Tk)
@@ -58,7 +60,9 @@ class AttentionMask:
             pad = key_padding[:, None, None, :]  # (B, 1, 1, Tk)
             keep = pad if keep is None else keep & pad
         keep = keep.expand(keep.shape[0], 1, q_len, k_len)
-        return cls.from_keep(keep)
+        mask = cls.from_keep(keep)
+        mask.causal, mask.key_padding = causal, key_padding
+        return mask
 
     @classmethod
     def from_keep(cls, keep: Tensor) -> AttentionMask:

@@ -175,3 +175,51 @@ def test_bad_generation_arguments_are_clear(tmp_path):
     )
     with pytest.raises(ValueError, match="encoder-only model cannot generate"):
         encoder.generate(ids)
+
+
+def mistral_pair(tmp_path, window: int = 4):
+    model = hf.MistralForCausalLM(
+        hf.MistralConfig(
+            num_hidden_layers=2,
+            hidden_size=32,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=64,
+            vocab_size=V,
+            max_position_embeddings=64,
+            sliding_window=window,
+            eos_token_id=5,
+            pad_token_id=0,
+        )
+    )
+    perturb(model, scale=0.2)
+    model.eval()
+    return model, archzoo.from_hf(save_hf(model, tmp_path / "mistral"))
+
+
+def test_sliding_window_generation_equals_hf_with_a_window_sized_cache(tmp_path):
+    ref, ours = mistral_pair(tmp_path, window=4)
+    assert ours.spec.data["attention"]["kind"] == "local"
+    ids, mask = prompts(False)  # 7-token prompts (one left-padded): longer than the window
+    kwargs = {"max_new_tokens": 20, "min_new_tokens": 20}
+    expected = ref.generate(ids, attention_mask=mask, do_sample=False, **kwargs)
+    assert torch.equal(ours.generate(ids, attention_mask=mask, **kwargs), expected)
+    assert torch.equal(ours.generate(ids, attention_mask=mask, use_cache=False, **kwargs), expected)
+    beams = {"num_beams": 3, "max_new_tokens": 10}
+    assert torch.equal(
+        ours.generate(ids, attention_mask=mask, **beams),
+        ours.generate(ids, attention_mask=mask, use_cache=False, **beams),
+    )
+
+
+def test_sliding_window_cache_never_holds_more_than_the_window(tmp_path):
+    _, ours = mistral_pair(tmp_path, window=4)
+    cache = ours.new_cache(batch=1, capacity=64)
+    ids = torch.randint(6, V, (1, 9))
+    ours(ids, cache=cache)
+    for _ in range(30):
+        ours(torch.randint(6, V, (1, 1)), cache=cache)
+        for layer in cache.layers:
+            assert layer.k.shape[2] == layer.v.shape[2] == 4
+            stored = layer.index[layer.index >= 0]
+            assert stored.numel() <= 4 and int(stored.min()) > cache.length - 1 - 4

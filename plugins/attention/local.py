@@ -6,12 +6,14 @@ Mistral's `sliding_window` and GPT-Neo's `window_size`. Bidirectional: |q - k| <
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+import torch.nn.functional as F
 from torch import Tensor
 
 from archzoo.component import param
+from archzoo.interfaces import AttentionContext
 
 from .sparse import SparseAttention, SparsePattern, band_layout
 
@@ -43,3 +45,34 @@ class LocalAttention(SparseAttention):
     def make_pattern(self, length: int, device: Any = None) -> SparsePattern:
         w = self.cfg.window
         return LocalPattern(w, self.cfg.block or max(w, 16))
+
+    def cache_layout(self) -> tuple[int, int, int | None]:
+        return self.n_kv, self.head_dim, self.cfg.window  # decoding keeps only the window
+
+    def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:
+        cache = ctx.cache
+        if cache is None or cache.window is None:
+            return super().forward(x, ctx, memory)
+        q, k, v = self.project(x, replace(ctx, cache=None), None)
+        if cache.length == 0 and cache.owner.length == x.shape[1]:  # prefill: the blocked path
+            out = self._attend(q, k, v, ctx)
+            cache.store(k, v)  # then keep only the prompt's last window
+            return out
+        return self._decode(q, k, v, ctx)
+
+    def _decode(self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext) -> Tensor:
+        """New queries against the cached window plus the new keys (B, Hkv, W + T, hd)."""
+        B, _, Tq, _ = q.shape
+        keys, values, index, valid = ctx.cache.extend(k, v)
+        q_index = ctx.cache.owner.step_index[:, None]  # (Tq, 1) sequence index of each query
+        keep = (index[None] <= q_index) & (index[None] > q_index - self.cfg.window)  # (Tq, S)
+        keep = keep & (index[None] >= 0)
+        keep = keep[None] & valid[:, None, :]  # (B, Tq, S)
+        empty = ~keep.any(-1, keepdim=True)
+        keep = (keep | empty)[:, None]  # (B, 1, Tq, S)
+        out = F.scaled_dot_product_attention(
+            q, keys, values, attn_mask=keep, scale=self.scale, enable_gqa=self.n_kv != self.n_heads
+        )  # (B, H, Tq, hd)
+        out = out.masked_fill(empty[:, None], 0.0)
+        return self.out(out.transpose(1, 2).reshape(B, Tq, self.q_dim))
+

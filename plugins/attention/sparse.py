@@ -97,6 +97,8 @@ def mask_factors(mask: AttentionMask, q_len: int, k_len: int) -> tuple[bool, Ten
     """
     if mask.keep is None:
         return mask.is_causal, None
+    if mask.causal is not None:  # built by AttentionMask.build: the factors are known
+        return mask.causal, mask.key_padding
     keep = mask.keep[:, 0]  # (B, Tq, Tk)
     seen = keep if mask.empty_rows is None else keep & ~mask.empty_rows[:, 0]
     key_padding = seen.any(dim=1)  # a real key is seen at least by itself (or by everyone)
@@ -407,14 +409,18 @@ class SparseAttention(MultiHeadAttention):
     def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:
         if memory is not None:
             raise ValueError(f"attention {self.name!r} is self-attention only")
-        B, Tq, _ = x.shape
         q, k, v = self.project(x, ctx, None)  # (B, H, Tq, hd), (B, Hkv, Tk, hd)
+        return self._attend(q, k, v, ctx)
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext) -> Tensor:
+        """The pattern's attention and the output projection: (B, Tq, d_model)."""
+        B, _, Tq, _ = q.shape
         causal, key_padding = mask_factors(ctx.mask, Tq, k.shape[2])
         out = sparse_attention(
             q,
             k,
             v,
-            self.make_pattern(k.shape[2], x.device),
+            self.make_pattern(k.shape[2], q.device),
             causal=causal,
             key_padding=key_padding,
             scale=self.scale,
