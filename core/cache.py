@@ -39,7 +39,9 @@ class LayerCache:
         """Store new keys/values (B, Hkv, T, hd); return every stored one (no window)."""
         t, start = k.shape[2], self.length
         if start + t > self.capacity:
-            raise ValueError(f"KV cache holds {self.capacity} tokens; cannot add {t} more after {start}")
+            raise ValueError(
+                f"KV cache holds {self.capacity} tokens; cannot add {t} more after {start}"
+            )
         self.k[:, :, start : start + t] = k
         self.v[:, :, start : start + t] = v
         self.length = start + t

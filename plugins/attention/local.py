@@ -75,4 +75,3 @@ class LocalAttention(SparseAttention):
         )  # (B, H, Tq, hd)
         out = out.masked_fill(empty[:, None], 0.0)
         return self.out(out.transpose(1, 2).reshape(B, Tq, self.q_dim))
-
