@@ -120,6 +120,7 @@ def bert_state(ref: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         out[f"{ours}.weight"] = ref[f"{theirs}.weight"]
         out[f"{ours}.bias"] = ref[f"{theirs}.bias"]
     out["head.bias"] = ref["cls.predictions.bias"]
+    out["head.decoder.bias"] = ref["cls.predictions.bias"]  # the same archzoo parameter
     return out
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import torch
 from torch import Tensor, nn
 
 from archzoo.component import param
@@ -39,14 +38,14 @@ class MLMHead(Head):
         self.dense = nn.Linear(dims.d_model, width)
         self.act = ACTIVATIONS[cfg.activation]
         self.norm = make_norm(dim=width)
-        self.decoder = nn.Linear(width, dims.vocab_size, bias=False)
+        self.decoder = nn.Linear(width, dims.vocab_size, bias=True)
         if cfg.tie:
             self.decoder.weight = embedding.word_weight()
-        self.bias = nn.Parameter(torch.zeros(dims.vocab_size))
+        self.bias = self.decoder.bias  # one parameter, two names: the add fuses into addmm
 
     def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         h = self.norm(self.act(self.dense(hidden)))
-        return self.decoder(h) + self.bias  # (B, T, V)
+        return self.decoder(h)  # (B, T, V), decoder bias = self.bias
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
         return token_cross_entropy(logits, labels, shift=False)
