@@ -40,11 +40,31 @@ def median_time(fn: Callable[[], object], repeats: int, warmup: int = 1) -> floa
     return statistics.median(times)
 
 
-def matmul_peak(n: int = 2048, repeats: int = 5) -> float:
-    """Measured fp32 FLOP/s of one large square matmul on this machine."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    t = median_time(lambda: a @ b, repeats, warmup=2)
-    return 2 * n**3 / t
+def paired_times(
+    fn_hf: Callable[[], object], fn_az: Callable[[], object], repeats: int, warmup: int = 1
+) -> tuple[float, float]:
+    """Medians of interleaved runs (HF, archzoo, HF, ...), so drifting load hits both alike."""
+    for _ in range(warmup):
+        fn_hf()
+        fn_az()
+    t_hf: list[float] = []
+    t_az: list[float] = []
+    for _ in range(repeats):
+        for fn, out in ((fn_hf, t_hf), (fn_az, t_az)):
+            start = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - start)
+    return statistics.median(t_hf), statistics.median(t_az)
+
+
+def matmul_peak(repeats: int = 5) -> float:
+    """Best measured fp32 FLOP/s of large square matmuls on this machine."""
+    best = 0.0
+    for n in (1024, 2048, 3072):
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        t = median_time(lambda a=a, b=b: a @ b, repeats, warmup=2)
+        best = max(best, 2 * n**3 / t)
+    return best
 
 
 def dense_flops(n_params: int, tokens: int, layers: int, seq: int, d: int) -> float:
@@ -90,8 +110,7 @@ def bert_forward(tmp: Path, repeats: int, compile_: bool) -> list[Row]:
     for mode in ["eager"] + (["compiled"] if compile_ else []):
         r, o = (torch.compile(ref), torch.compile(ours)) if mode == "compiled" else (ref, ours)
         with torch.inference_mode():
-            t_hf = median_time(lambda r=r: r(input_ids=ids), repeats, warmup=2)
-            t_az = median_time(lambda o=o: o(ids), repeats, warmup=2)
+            t_hf, t_az = paired_times(lambda r=r: r(input_ids=ids), lambda o=o: o(ids), repeats, 2)
         rows.append(Row("BERT-base forward 8x128", mode, t_hf, t_az, ids.numel(), flops))
     return rows
 
@@ -115,7 +134,7 @@ def gpt2_train(tmp: Path, repeats: int, compile_: bool) -> list[Row]:
             o(ids, labels=ids).loss.backward()
             ours.zero_grad(set_to_none=True)
 
-        t_hf, t_az = median_time(step_hf, repeats), median_time(step_az, repeats)
+        t_hf, t_az = paired_times(step_hf, step_az, repeats)
         rows.append(Row("GPT-2 train step 4x256", mode, t_hf, t_az, ids.numel(), flops))
     return rows
 
@@ -140,7 +159,7 @@ def t5_train(tmp: Path, repeats: int) -> list[Row]:
         ours(src, decoder_input_ids=tgt, labels=tgt).loss.backward()
         ours.zero_grad(set_to_none=True)
 
-    t_hf, t_az = median_time(step_hf, repeats), median_time(step_az, repeats)
+    t_hf, t_az = paired_times(step_hf, step_az, repeats)
     return [
         Row("T5-small fwd+bwd 8x128->32", "eager", t_hf, t_az, src.numel() + tgt.numel(), flops)
     ]
@@ -156,11 +175,11 @@ def gpt2_decode(tmp: Path, repeats: int) -> list[Row]:
     out_az = ours.generate(ids, **kw)
     if not torch.equal(out_hf, out_az):
         raise SystemExit("greedy decoding differs between archzoo and transformers")
-    t_hf = median_time(
+    t_hf, t_az = paired_times(
         lambda: ref.generate(ids, attention_mask=mask, do_sample=False, pad_token_id=0, **kw),
+        lambda: ours.generate(ids, **kw),
         repeats,
     )
-    t_az = median_time(lambda: ours.generate(ids, **kw), repeats)
     n = sum(p.numel() for p in ref.transformer.h.parameters()) + 768 * 50257
     flops = 128 * dense_flops(n, 1, 12, 80, 768)
     return [Row("GPT-2 greedy decode 1x16->128", "eager", t_hf, t_az, 128, flops)]
