@@ -78,6 +78,10 @@ def load(
         aliases = json.loads(meta.get(ALIASES_KEY, "{}"))
     except json.JSONDecodeError as exc:
         raise WeightsError(f"{p}: spec metadata is not valid JSON ({exc})") from None
+    if not isinstance(aliases, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in aliases.items()
+    ):
+        raise WeightsError(f"{p}: {ALIASES_KEY} metadata must map tensor names to tensor names")
     try:
         spec = load_spec(spec_data, registry=get_registry())
     except SpecError as exc:

@@ -256,3 +256,30 @@ def test_python_api_raises_only_spec_error(tmp_path):
         with pytest.raises(archzoo.SpecError) as err:
             archzoo.load_spec(path)
         assert fragment in str(err.value), case_id
+
+
+@pytest.mark.parametrize(
+    "overrides, path",
+    [
+        ({"position": {"kind": "t5_relative", "n_buckets": 10**11}}, "position.n_buckets"),
+        ({"position": {"kind": "relative", "max_distance": 10**9}}, "position.max_distance"),
+        ({"embedding": {"kind": "token", "type_vocab_size": 10**9}}, "embedding.type_vocab_size"),
+    ],
+)
+def test_component_sizes_are_bounded(overrides, path):
+    with pytest.raises(archzoo.SpecError) as err:
+        archzoo.load_spec("gpt2", overrides)
+    assert any(i.path == path and "must be <=" in i.message for i in err.value.issues)
+
+
+def test_python_dash_m_runs_the_cli():
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "archzoo.cli", "list", "--kind", "norm"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0 and "rmsnorm" in out.stdout

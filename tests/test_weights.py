@@ -258,3 +258,17 @@ def test_load_keeps_the_saved_precision_unless_asked(tmp_path):
     assert {p.dtype for p in archzoo.load(path, dtype=torch.float32).parameters()} == {
         torch.float32
     }
+
+
+def test_alias_metadata_that_is_not_a_mapping_is_a_weights_error(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    overrides = {"n_layers": 1, "d_model": 16, "n_heads": 2, "d_ff": 32, "vocab_size": 50}
+    path = tmp_path / "m.safetensors"
+    archzoo.save(archzoo.build_model("gpt2", overrides), path)
+    with safe_open(str(path), framework="pt") as f:
+        meta = dict(f.metadata())
+    meta["archzoo.aliases"] = "[1, 2]"
+    save_file(load_file(path), path, metadata=meta)
+    with pytest.raises(archzoo.WeightsError, match="must map tensor names"):
+        archzoo.load(path)

@@ -19,7 +19,7 @@ class TokenClassifierHead(Head):
 
     @dataclass
     class Config:
-        num_labels: int = param(2, "number of tag classes", min=1)
+        num_labels: int = param(2, "number of tag classes", min=1, max=1_000_000)
         dropout: float | None = param(
             None, "dropout before the classifier (null: model dropout)", min=0.0, lt=1.0
         )

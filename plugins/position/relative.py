@@ -23,7 +23,7 @@ class RelativePosition(Position):
 
     @dataclass
     class Config:
-        max_distance: int = param(16, "distances are clipped to [-k, k]", min=1)
+        max_distance: int = param(16, "distances are clipped to [-k, k]", min=1, max=65536)
         value_term: bool = param(False, "also add a^V to the attended values")
 
     def __init__(self, cfg: Any, dims: Any, *, causal: bool = False) -> None:

@@ -38,7 +38,7 @@ class T5RelativePosition(Position):
 
     @dataclass
     class Config:
-        n_buckets: int = param(32, "number of distance buckets", min=2)
+        n_buckets: int = param(32, "number of distance buckets", min=2, max=65536)
         max_distance: int = param(128, "distances beyond this share the last bucket", min=2)
 
     def __init__(self, cfg: Any, dims: Any, *, causal: bool = False) -> None:
