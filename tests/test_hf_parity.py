@@ -104,9 +104,6 @@ def bert_state(ref: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         "cls.predictions.transform.LayerNorm": "head.norm",
     }
     layer = {
-        "attention.self.query": "attention.q",
-        "attention.self.key": "attention.k",
-        "attention.self.value": "attention.v",
         "attention.output.dense": "attention.out",
         "attention.output.LayerNorm": "attention_norm",
         "intermediate.dense": "ffn.fc_in",
@@ -116,6 +113,11 @@ def bert_state(ref: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     for i in range(LAYERS):
         for theirs, ours in layer.items():
             linear_and_norms[f"bert.encoder.layer.{i}.{theirs}"] = f"encoder.blocks.{i}.{ours}"
+        qkv = [f"bert.encoder.layer.{i}.attention.self.{n}" for n in ("query", "key", "value")]
+        for kind in ("weight", "bias"):  # archzoo's bert-base fuses q | k | v
+            out[f"encoder.blocks.{i}.attention.qkv.{kind}"] = torch.cat(
+                [ref[f"{n}.{kind}"] for n in qkv]
+            )
     for theirs, ours in linear_and_norms.items():
         out[f"{ours}.weight"] = ref[f"{theirs}.weight"]
         out[f"{ours}.bias"] = ref[f"{theirs}.bias"]
@@ -203,7 +205,7 @@ def test_bert_spec_components_are_what_hf_computes(bert_pair):
     assert (data["block"]["kind"], data["ffn"]["activation"]) == ("post_ln", "gelu")
     assert ref.config.hidden_act == "gelu"  # the exact erf form
     assert data["norm"]["eps"] == ref.config.layer_norm_eps
-    assert data["attention"]["fused_qkv"] is False
+    assert data["attention"]["fused_qkv"] is True
 
 
 def test_bert_logits_match_hf_with_token_types(bert_pair):

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from archzoo.converter import Converter, TensorSource, get
 
-from .common import activation, linear, name_of, norm, prefix, refuse, special_tokens
+from .common import activation, fuse, linear, name_of, norm, prefix, refuse, special_tokens
 
 
 class BertConverter(Converter):
@@ -43,7 +43,7 @@ class BertConverter(Converter):
                 "norm": True,
             },
             "position": {"kind": "learned", "offset": offset},
-            "attention": {"kind": "mha", "fused_qkv": False, "bias": True},
+            "attention": {"kind": "mha", "fused_qkv": True, "bias": True},
             "block": "post_ln",
             "norm": {"kind": "layernorm", "eps": get(config, "layer_norm_eps", 1e-12)},
             "ffn": {"kind": "mlp", "activation": act},
@@ -67,8 +67,9 @@ class BertConverter(Converter):
         src.skip(e + "token_type_ids")
         for i in range(config["num_hidden_layers"]):
             hf, ours = f"{p}encoder.layer.{i}.", f"encoder.blocks.{i}."
-            for h, o in (("query", "q"), ("key", "k"), ("value", "v")):
-                linear(out, src, f"{hf}attention.self.{h}", f"{ours}attention.{o}")
+            parts = [f"{hf}attention.self.{h}" for h in ("query", "key", "value")]
+            for kind in ("weight", "bias"):  # one fused q|k|v projection: one GEMM, not three
+                out[f"{ours}attention.qkv.{kind}"] = fuse([src.take(f"{n}.{kind}") for n in parts])
             linear(out, src, hf + "attention.output.dense", ours + "attention.out")
             norm(out, src, hf + "attention.output.LayerNorm", ours + "attention_norm")
             linear(out, src, hf + "intermediate.dense", ours + "ffn.fc_in")

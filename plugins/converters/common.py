@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from archzoo.converter import ConversionError, TensorSource
@@ -90,3 +91,8 @@ def special_tokens(config: dict[str, Any]) -> dict[str, Any]:
     """Special token ids that generation defaults to, copied from config.json."""
     keys = ("bos_token_id", "eos_token_id", "decoder_start_token_id", "forced_eos_token_id")
     return {k: config[k] for k in keys if config.get(k) is not None}
+
+
+def fuse(parts: list[Tensor | None]) -> Tensor | None:
+    """Concatenate q, k, v projections (weights or biases) into one; None if any is missing."""
+    return None if any(t is None for t in parts) else torch.cat(parts, dim=0)
