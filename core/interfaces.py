@@ -130,9 +130,34 @@ class FeedForward(Component):
 
 
 class Block(Component):
-    """Wires attention, optional cross-attention and the FFN with norms and residuals."""
+    """Wires attention, optional cross-attention and the FFN with norms and residuals.
+
+    The builder hands over the parts; a layout only says which norms it needs
+    (`make_norms`) and how the residual stream flows (`forward`).
+    """
 
     kind: ClassVar[str] = "block"
+
+    def __init__(
+        self,
+        cfg: Any,
+        dims: Dims,
+        *,
+        attention: nn.Module,
+        ffn: nn.Module,
+        make_norm: NormFactory,
+        cross_attention: nn.Module | None = None,
+    ) -> None:
+        super().__init__(cfg, dims)
+        self.attention = attention
+        self.cross_attention = cross_attention
+        self.ffn = ffn
+        self.dropout = nn.Dropout(dims.dropout)
+        self.make_norms(make_norm, cross=cross_attention is not None)
+
+    def make_norms(self, make_norm: NormFactory, *, cross: bool) -> None:
+        """Create the norms this layout uses (as attributes)."""
+        raise NotImplementedError
 
     def forward(
         self,

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from torch import Tensor, nn
+from torch import Tensor
 
 from archzoo.component import Capabilities, param
 from archzoo.interfaces import AttentionContext, Block, NormFactory
@@ -20,24 +19,10 @@ class ParallelBlock(Block):
     class Config:
         shared_norm: bool = param(False, "one norm feeds both branches (GPT-J) instead of two")
 
-    def __init__(
-        self,
-        cfg: Any,
-        dims: Any,
-        *,
-        attention: nn.Module,
-        ffn: nn.Module,
-        make_norm: NormFactory,
-        cross_attention: nn.Module | None = None,
-    ) -> None:
-        super().__init__(cfg, dims)
+    def make_norms(self, make_norm: NormFactory, *, cross: bool) -> None:
         self.attention_norm = make_norm()
-        self.attention = attention
-        self.cross_norm = make_norm() if cross_attention is not None else None
-        self.cross_attention = cross_attention
-        self.ffn_norm = None if cfg.shared_norm else make_norm()
-        self.ffn = ffn
-        self.dropout = nn.Dropout(dims.dropout)
+        self.cross_norm = make_norm() if cross else None
+        self.ffn_norm = None if self.cfg.shared_norm else make_norm()
 
     def forward(
         self,

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from torch import Tensor, nn
+from torch import Tensor
 
 from archzoo.interfaces import AttentionContext, Block, NormFactory
 
@@ -13,24 +11,10 @@ class PostLNBlock(Block):
     name = "post_ln"
     summary = "residual then norm after each sublayer (original Transformer, BERT, GPT-1)"
 
-    def __init__(
-        self,
-        cfg: Any,
-        dims: Any,
-        *,
-        attention: nn.Module,
-        ffn: nn.Module,
-        make_norm: NormFactory,
-        cross_attention: nn.Module | None = None,
-    ) -> None:
-        super().__init__(cfg, dims)
-        self.attention = attention
+    def make_norms(self, make_norm: NormFactory, *, cross: bool) -> None:
         self.attention_norm = make_norm()
-        self.cross_attention = cross_attention
-        self.cross_norm = make_norm() if cross_attention is not None else None
-        self.ffn = ffn
+        self.cross_norm = make_norm() if cross else None
         self.ffn_norm = make_norm()
-        self.dropout = nn.Dropout(dims.dropout)
 
     def forward(
         self,

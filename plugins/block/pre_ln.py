@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from torch import Tensor, nn
+from torch import Tensor
 
 from archzoo.component import Capabilities
 from archzoo.interfaces import AttentionContext, Block, NormFactory
@@ -15,24 +13,10 @@ class PreLNBlock(Block):
     summary = "norm before each sublayer, residual around it; a final norm closes the stack"
     capabilities = Capabilities(final_norm=True)
 
-    def __init__(
-        self,
-        cfg: Any,
-        dims: Any,
-        *,
-        attention: nn.Module,
-        ffn: nn.Module,
-        make_norm: NormFactory,
-        cross_attention: nn.Module | None = None,
-    ) -> None:
-        super().__init__(cfg, dims)
+    def make_norms(self, make_norm: NormFactory, *, cross: bool) -> None:
         self.attention_norm = make_norm()
-        self.attention = attention
-        self.cross_norm = make_norm() if cross_attention is not None else None
-        self.cross_attention = cross_attention
+        self.cross_norm = make_norm() if cross else None
         self.ffn_norm = make_norm()
-        self.ffn = ffn
-        self.dropout = nn.Dropout(dims.dropout)
 
     def forward(
         self,

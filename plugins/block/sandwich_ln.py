@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from torch import Tensor, nn
+from torch import Tensor
 
 from archzoo.component import Capabilities
 from archzoo.interfaces import AttentionContext, Block, NormFactory
@@ -15,28 +13,14 @@ class SandwichLNBlock(Block):
     summary = "x = x + norm_out(sublayer(norm_in(x))) for each sublayer; a final norm closes"
     capabilities = Capabilities(final_norm=True)
 
-    def __init__(
-        self,
-        cfg: Any,
-        dims: Any,
-        *,
-        attention: nn.Module,
-        ffn: nn.Module,
-        make_norm: NormFactory,
-        cross_attention: nn.Module | None = None,
-    ) -> None:
-        super().__init__(cfg, dims)
+    def make_norms(self, make_norm: NormFactory, *, cross: bool) -> None:
         self.attention_norm = make_norm()
-        self.attention = attention
         self.attention_out_norm = make_norm()
-        self.cross_attention = cross_attention
-        if cross_attention is not None:
+        if cross:
             self.cross_norm = make_norm()
             self.cross_out_norm = make_norm()
         self.ffn_norm = make_norm()
-        self.ffn = ffn
         self.ffn_out_norm = make_norm()
-        self.dropout = nn.Dropout(dims.dropout)
 
     def forward(
         self,

@@ -17,8 +17,12 @@ class FactorizedEmbedding(Embedding):
 
     @dataclass
     class Config:
-        embedding_size: int = param(128, "width E of the token table (ALBERT: 128)", min=1, max=65536)
-        type_vocab_size: int = param(0, "segment/token-type ids (ALBERT: 2); 0 for none", min=0, max=65536)
+        embedding_size: int = param(
+            128, "width E of the token table (ALBERT: 128)", min=1, max=65536
+        )
+        type_vocab_size: int = param(
+            0, "segment/token-type ids (ALBERT: 2); 0 for none", min=0, max=65536
+        )
         scale: bool = param(False, "multiply token vectors by sqrt(embedding_size)")
         norm: bool = param(False, "normalise the summed E-wide embeddings (ALBERT)")
         dropout: float | None = param(

@@ -17,7 +17,9 @@ class TokenEmbedding(Embedding):
 
     @dataclass
     class Config:
-        type_vocab_size: int = param(0, "segment/token-type ids (BERT: 2); 0 for none", min=0, max=65536)
+        type_vocab_size: int = param(
+            0, "segment/token-type ids (BERT: 2); 0 for none", min=0, max=65536
+        )
         scale: bool = param(False, "multiply token vectors by sqrt(d_model) (Vaswani et al.)")
         norm: bool = param(False, "normalise the summed embeddings (BERT)")
         dropout: float | None = param(

@@ -20,7 +20,9 @@ class ClassifierHead(Head):
 
     @dataclass
     class Config:
-        num_labels: int = param(2, "number of classes (1: regression with MSE)", min=1, max=1_000_000)
+        num_labels: int = param(
+            2, "number of classes (1: regression with MSE)", min=1, max=1_000_000
+        )
         pooling: Literal["cls", "mean", "last"] = param(
             "cls", "which vector represents the sequence"
         )
