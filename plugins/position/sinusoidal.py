@@ -22,7 +22,7 @@ def sinusoidal_table(positions: Tensor, dim: int, base: float = 10000.0) -> Tens
 
 class SinusoidalPosition(Position):
     name = "sinusoidal"
-    summary = "fixed sine/cosine vectors added to the token embeddings (no parameters)"
+    summary = "fixed sine/cosine vectors added to the token embeddings (no trained weights)"
     capabilities = Capabilities(embed=True)
 
     @dataclass
