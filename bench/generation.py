@@ -8,35 +8,26 @@ With --write the table is added to bench/RESULTS.md.
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 import transformers
+from common import gemv_floor, machine, paired_times, write_section
 
 import archzoo
 
 PROMPT_LEN = 16
-
-
-def timed(fn, repeats: int) -> tuple[float, torch.Tensor]:
-    fn()  # warm-up
-    times, out = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), out
+# (out, in) of every weight matrix a GPT-2 small decoding step streams: 12 blocks + LM head
+GPT2_SHAPES = [(3 * 768, 768), (768, 768), (3072, 768), (768, 3072)] * 12 + [(50257, 768)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--write", action="store_true", help="append the table to bench/RESULTS.md")
+    parser.add_argument("--write", action="store_true", help="write the table to bench/RESULTS.md")
     args = parser.parse_args()
     torch.manual_seed(0)
     n = args.new_tokens
@@ -56,25 +47,32 @@ def main() -> None:
         def run_ours(ids: torch.Tensor = ids, kw: dict = kw) -> torch.Tensor:
             return ours.generate(ids, **kw)
 
-        t_hf, out_hf = timed(run_hf, args.repeats)
-        t_az, out_az = timed(run_ours, args.repeats)
-        same = torch.equal(out_hf, out_az)
+        same = torch.equal(run_hf(), run_ours())
+        times_hf, times_az = paired_times(run_hf, run_ours, args.repeats)
+        t_hf, t_az = statistics.median(times_hf), statistics.median(times_az)
         rows.append((batch, batch * n / t_hf, batch * n / t_az, same))
+    step = gemv_floor(GPT2_SHAPES)
     lines = [
-        f"GPT-2 small (124M, random weights), greedy, prompt {PROMPT_LEN}, {n} new tokens, "
-        f"median of {args.repeats}; torch {torch.__version__}, transformers {transformers.__version__}, "
-        f"{torch.get_num_threads()} threads, {platform.processor() or platform.machine()}",
+        f"`python bench/generation.py --repeats {args.repeats}`: GPT-2 small (124M, random "
+        f"weights), greedy, prompt {PROMPT_LEN}, {n} new tokens, medians of {args.repeats} "
+        f"interleaved runs; {machine()}, transformers {transformers.__version__}. "
+        f"roofline = batch / {step * 1e3:.1f} ms, the time PyTorch needs to stream the "
+        "step's weights once (every block matrix and the LM head times one token): a "
+        "decoding step at small batch cannot be faster.",
         "",
-        "| batch | transformers tok/s | archzoo tok/s | speed-up | same tokens |",
-        "|---:|---:|---:|---:|:---:|",
+        "| batch | transformers tok/s | archzoo tok/s | speed-up | roofline tok/s | "
+        "roofline / transformers | same tokens |",
+        "|---:|---:|---:|---:|---:|---:|:---:|",
     ]
     for batch, hf_tps, az_tps, same in rows:
-        lines.append(f"| {batch} | {hf_tps:.1f} | {az_tps:.1f} | {az_tps / hf_tps:.2f}x | {same} |")
+        roof = batch / step
+        lines.append(
+            f"| {batch} | {hf_tps:.1f} | {az_tps:.1f} | {az_tps / hf_tps:.2f}x | {roof:.1f} | "
+            f"{roof / hf_tps:.2f}x | {same} |"
+        )
     print("\n".join(lines))
     if args.write:
-        path = Path(__file__).with_name("RESULTS.md")
-        with path.open("a", encoding="utf-8") as f:
-            f.write("\n## Generation (bench/generation.py)\n\n" + "\n".join(lines) + "\n")
+        write_section("Generation (bench/generation.py)", lines)
 
 
 if __name__ == "__main__":

@@ -16,9 +16,9 @@ import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import torch
+from common import write_section
 
 ATTENTIONS = {
     "local": {"kind": "local", "window": 128},
@@ -106,7 +106,7 @@ def main() -> None:
     ap.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--one", nargs=2, metavar=("ATTENTION", "LENGTH"), help=argparse.SUPPRESS)
-    ap.add_argument("--write", action="store_true", help="append the table to bench/RESULTS.md")
+    ap.add_argument("--write", action="store_true", help="write the table to bench/RESULTS.md")
     args = ap.parse_args()
     if args.one:
         print(json.dumps(measure(args.one[0], int(args.one[1]), args.repeats)))
@@ -130,9 +130,6 @@ def main() -> None:
             f"{torch.get_num_threads()} threads"
         )
         section = [
-            "",
-            "## Sparse attention: one encoder layer vs sequence length",
-            "",
             "`python bench/sparse_attention.py --write`: pre-LN layer (attention + MLP), "
             f"batch 1, d_model {D_MODEL}, {N_HEADS} heads, fp32, forward without grad, best "
             f"of {args.repeats}; peak = growth of peak RSS during the forward. {env}. "
@@ -142,11 +139,8 @@ def main() -> None:
             text,
             "",
             *summary,
-            "",
         ]
-        path = Path(__file__).with_name("RESULTS.md")
-        old = path.read_text() if path.exists() else "# Benchmarks\n"
-        path.write_text(old + "\n".join(section))
+        write_section("Sparse attention: one encoder layer vs sequence length", section)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,88 @@
+"""Shared helpers of the benchmark scripts: timing, machine roofs and RESULTS.md sections."""
+
+from __future__ import annotations
+
+import platform
+import re
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+RESULTS = Path(__file__).with_name("RESULTS.md")
+
+
+def median_time(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def paired_times(
+    fn_hf: Callable[[], object], fn_az: Callable[[], object], repeats: int, warmup: int = 1
+) -> tuple[list[float], list[float]]:
+    """Times of interleaved runs (HF, archzoo, HF, ...), so drifting load hits both alike."""
+    for _ in range(warmup):
+        fn_hf()
+        fn_az()
+    t_hf: list[float] = []
+    t_az: list[float] = []
+    for _ in range(repeats):
+        for fn, out in ((fn_hf, t_hf), (fn_az, t_az)):
+            start = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - start)
+    return t_hf, t_az
+
+
+def matmul_peak(repeats: int = 5) -> float:
+    """Best measured fp32 FLOP/s of large square matmuls on this machine."""
+    best = 0.0
+    for n in (1024, 2048, 3072):
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        t = median_time(lambda a=a, b=b: a @ b, repeats, warmup=2)
+        best = max(best, 2 * n**3 / t)
+    return best
+
+
+def gemv_floor(shapes: list[tuple[int, int]], repeats: int = 5) -> float:
+    """Seconds to multiply one token by fresh weights of these (out, in) shapes, nothing else.
+
+    A batch-1 decoding step must stream every weight matrix from memory once, so with
+    PyTorch's CPU kernels no implementation of that step can be faster than this.
+    """
+    weights = [torch.randn(o, i) for o, i in shapes]
+    inputs = {i: torch.randn(1, i) for _, i in shapes}
+
+    def step() -> None:
+        for w in weights:
+            torch.nn.functional.linear(inputs[w.shape[1]], w)
+
+    return min(median_time(step, repeats, warmup=2) for _ in range(3))
+
+
+def machine() -> str:
+    return (
+        f"{platform.machine()} {platform.processor() or ''}".strip()
+        + f", {torch.get_num_threads()} threads, torch {torch.__version__}"
+    )
+
+
+def write_section(title: str, lines: list[str]) -> None:
+    """Put `## title` and `lines` in RESULTS.md, replacing an older section of that title."""
+    text = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else "# Benchmarks\n"
+    body = f"## {title}\n\n" + "\n".join(lines).strip() + "\n"
+    pattern = re.compile(rf"^## {re.escape(title)}\n.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: body + "\n", text, count=1).rstrip() + "\n"
+    else:
+        text = text.rstrip() + "\n\n" + body
+    RESULTS.write_text(text, encoding="utf-8")
+    print(f"wrote section {title!r} to {RESULTS}")
