@@ -8,24 +8,14 @@ libraries in the same process and prints median wall times.
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 import transformers
+from common import median_time
 
 import archzoo
-
-
-def median_seconds(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -49,9 +39,9 @@ def main() -> None:
         }
         rows = []
         for name, load in loaders.items():
-            load_only = median_seconds(load, args.repeats)
+            load_only = median_time(load, args.repeats, warmup=0)
             with torch.no_grad():  # a first forward reads every weight, lazy or not
-                first = median_seconds(lambda load=load: load()(ids), args.repeats)
+                first = median_time(lambda load=load: load()(ids), args.repeats, warmup=0)
             rows.append((name, load_only, first))
     print(
         f"gpt2 (124M params, {size:.0f} MiB safetensors), median of {args.repeats} runs, torch {torch.__version__}"
