@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import warnings
+
 __version__ = "0.1.0"
+
+# torch warns on import when NumPy is absent; archzoo never uses NumPy, so keep that warning
+# out of `zoo` output (scoped: the user's own warning filters are left as they are)
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
+    import torch  # noqa: F401
 
 from .builder import build_model  # noqa: E402
 from .component import Capabilities, Component, param  # noqa: E402

@@ -281,3 +281,19 @@ def test_debug_flag_lets_the_exception_through(tmp_path):
     result = CliRunner().invoke(main, ["--debug", "validate", str(path)])
     assert isinstance(result.exception, archzoo.SpecError)
     assert "n_layayers" in str(result.exception)
+
+
+def test_zoo_is_quiet_without_numpy():
+    """A fresh install has no NumPy; torch then warns on import, which `zoo` must not show."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['numpy'] = None\n"
+        "from archzoo.cli.main import main\n"
+        "main(['build', 'gpt2', '--set', 'n_layers=1'])\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "gpt2 (decoder)" in run.stdout
+    assert "NumPy" not in run.stderr
