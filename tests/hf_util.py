@@ -33,3 +33,75 @@ def max_diff_unpadded(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> f
     """Max |a - b| over positions where mask is 1: a, b (B, T, V)."""
     keep = mask.bool()
     return (a - b).abs()[keep].max().item()
+
+
+V = 96  # vocabulary of every tiny test model
+
+# model type -> (transformers class, config class, a tiny configuration)
+TINY: dict[str, tuple[str, str, dict]] = {
+    "gpt2": ("GPT2LMHeadModel", "GPT2Config", dict(n_layer=2, n_embd=32, n_head=4, n_positions=64)),
+    "bert": (
+        "BertForMaskedLM",
+        "BertConfig",
+        dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=4, intermediate_size=64),
+    ),
+    "roberta": (
+        "RobertaForMaskedLM",
+        "RobertaConfig",
+        dict(
+            num_hidden_layers=2,
+            hidden_size=32,
+            num_attention_heads=4,
+            intermediate_size=64,
+            max_position_embeddings=66,
+            type_vocab_size=1,
+        ),
+    ),
+    "llama": (
+        "LlamaForCausalLM",
+        "LlamaConfig",
+        dict(
+            num_hidden_layers=2,
+            hidden_size=32,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=64,
+        ),
+    ),
+    "bloom": ("BloomForCausalLM", "BloomConfig", dict(n_layer=2, hidden_size=48, n_head=6)),
+    "gpt_neox": (
+        "GPTNeoXForCausalLM",
+        "GPTNeoXConfig",
+        dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=4, intermediate_size=64),
+    ),
+    "t5": (
+        "T5ForConditionalGeneration",
+        "T5Config",
+        dict(num_layers=2, d_model=32, num_heads=4, d_kv=8, d_ff=64),
+    ),
+    "bart": (
+        "BartForConditionalGeneration",
+        "BartConfig",
+        dict(
+            encoder_layers=2,
+            decoder_layers=2,
+            d_model=32,
+            encoder_attention_heads=4,
+            decoder_attention_heads=4,
+            encoder_ffn_dim=64,
+            decoder_ffn_dim=64,
+        ),
+    ),
+}
+
+
+def tiny_hf(model_type: str, **overrides) -> torch.nn.Module:
+    """A tiny transformers model of `model_type` with random weights (vocab V, 64 positions)."""
+    import transformers
+
+    model_cls, config_cls, base = TINY[model_type]
+    sizes = {"vocab_size": V}
+    if model_type not in ("bloom", "t5", "gpt2", "roberta"):
+        sizes["max_position_embeddings"] = 64
+    config = getattr(transformers, config_cls)(**{**sizes, **base, **overrides})
+    return getattr(transformers, model_cls)(config)

@@ -5,63 +5,17 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers as hf
-from hf_util import perturb, save_hf
+from hf_util import V, perturb, save_hf, tiny_hf
 
 import archzoo
 
-V = 96
 DECODERS = {
-    "gpt2": lambda: hf.GPT2LMHeadModel(
-        hf.GPT2Config(
-            n_layer=2,
-            n_embd=32,
-            n_head=4,
-            vocab_size=V,
-            n_positions=64,
-            eos_token_id=5,
-            bos_token_id=5,
-        )
-    ),
-    "llama": lambda: hf.LlamaForCausalLM(
-        hf.LlamaConfig(
-            num_hidden_layers=2,
-            hidden_size=32,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            intermediate_size=64,
-            vocab_size=V,
-            max_position_embeddings=64,
-            eos_token_id=5,
-            pad_token_id=0,
-        )
-    ),
+    "gpt2": lambda: tiny_hf("gpt2", eos_token_id=5, bos_token_id=5),
+    "llama": lambda: tiny_hf("llama", eos_token_id=5, pad_token_id=0),
 }
 SEQ2SEQ = {
-    "t5": lambda: hf.T5ForConditionalGeneration(
-        hf.T5Config(
-            num_layers=2,
-            d_model=32,
-            num_heads=4,
-            d_kv=8,
-            d_ff=64,
-            vocab_size=V,
-            eos_token_id=5,
-            decoder_start_token_id=0,
-        )
-    ),
-    "bart": lambda: hf.BartForConditionalGeneration(
-        hf.BartConfig(
-            encoder_layers=2,
-            decoder_layers=2,
-            d_model=32,
-            encoder_attention_heads=4,
-            decoder_attention_heads=4,
-            encoder_ffn_dim=64,
-            decoder_ffn_dim=64,
-            vocab_size=V,
-            max_position_embeddings=64,
-        )
-    ),
+    "t5": lambda: tiny_hf("t5", eos_token_id=5, decoder_start_token_id=0),
+    "bart": lambda: tiny_hf("bart"),
 }
 
 

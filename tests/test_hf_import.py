@@ -6,13 +6,10 @@ import json
 
 import pytest
 import torch
-import transformers as hf
-from hf_util import max_diff_unpadded, padded_batch, perturb, save_hf
+from hf_util import V, max_diff_unpadded, padded_batch, perturb, save_hf, tiny_hf
 
 import archzoo
 from archzoo import ConversionError
-
-V = 96
 
 
 def decoder_case(tmp_path, model):
@@ -29,106 +26,27 @@ def decoder_case(tmp_path, model):
 
 
 CASES = {
-    "gpt2": lambda: hf.GPT2LMHeadModel(
-        hf.GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=V, n_positions=64)
-    ),
-    "bert": lambda: hf.BertForMaskedLM(
-        hf.BertConfig(
-            num_hidden_layers=2,
-            hidden_size=32,
-            num_attention_heads=4,
-            intermediate_size=64,
-            vocab_size=V,
-            max_position_embeddings=64,
-        )
-    ),
-    "bert-untied": lambda: hf.BertForMaskedLM(
-        hf.BertConfig(
-            num_hidden_layers=1,
-            hidden_size=32,
-            num_attention_heads=4,
-            intermediate_size=64,
-            vocab_size=V,
-            max_position_embeddings=64,
-            tie_word_embeddings=False,
-        )
-    ),
-    "roberta": lambda: hf.RobertaForMaskedLM(
-        hf.RobertaConfig(
-            num_hidden_layers=2,
-            hidden_size=32,
-            num_attention_heads=4,
-            intermediate_size=64,
-            vocab_size=V,
-            max_position_embeddings=66,
-            type_vocab_size=1,
-        )
-    ),
-    "llama": lambda: hf.LlamaForCausalLM(
-        hf.LlamaConfig(
-            num_hidden_layers=2,
-            hidden_size=32,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            intermediate_size=64,
-            vocab_size=V,
-            max_position_embeddings=64,
-        )
-    ),
-    "bloom": lambda: hf.BloomForCausalLM(
-        hf.BloomConfig(n_layer=2, hidden_size=48, n_head=6, vocab_size=V)
-    ),
-    "gpt_neox": lambda: hf.GPTNeoXForCausalLM(
-        hf.GPTNeoXConfig(
-            num_hidden_layers=2,
-            hidden_size=32,
-            num_attention_heads=4,
-            intermediate_size=64,
-            vocab_size=V,
-            max_position_embeddings=64,
-            rotary_pct=0.5,
-        )
-    ),
+    "gpt2": lambda: tiny_hf("gpt2"),
+    "bert": lambda: tiny_hf("bert"),
+    "bert-untied": lambda: tiny_hf("bert", num_hidden_layers=1, tie_word_embeddings=False),
+    "roberta": lambda: tiny_hf("roberta"),
+    "llama": lambda: tiny_hf("llama"),
+    "bloom": lambda: tiny_hf("bloom"),
+    "gpt_neox": lambda: tiny_hf("gpt_neox", rotary_pct=0.5),
 }
 
 SEQ2SEQ = {
-    "t5": lambda: hf.T5ForConditionalGeneration(
-        hf.T5Config(
-            num_layers=2,
-            num_decoder_layers=3,
-            d_model=32,
-            num_heads=4,
-            d_kv=8,
-            d_ff=64,
-            vocab_size=V,
-            relative_attention_num_buckets=8,
-            relative_attention_max_distance=20,
-        )
+    "t5": lambda: tiny_hf(
+        "t5",
+        num_decoder_layers=3,
+        relative_attention_num_buckets=8,
+        relative_attention_max_distance=20,
     ),
-    "t5-gated-untied": lambda: hf.T5ForConditionalGeneration(
-        hf.T5Config(
-            num_layers=2,
-            d_model=32,
-            num_heads=4,
-            d_kv=16,
-            d_ff=64,
-            vocab_size=V,
-            feed_forward_proj="gated-gelu",
-            tie_word_embeddings=False,
-        )
+    "t5-gated-untied": lambda: tiny_hf(
+        "t5", d_kv=16, feed_forward_proj="gated-gelu", tie_word_embeddings=False
     ),
-    "bart": lambda: hf.BartForConditionalGeneration(
-        hf.BartConfig(
-            encoder_layers=2,
-            decoder_layers=1,
-            d_model=32,
-            encoder_attention_heads=4,
-            decoder_attention_heads=2,
-            encoder_ffn_dim=64,
-            decoder_ffn_dim=48,
-            vocab_size=V,
-            max_position_embeddings=64,
-        )
+    "bart": lambda: tiny_hf(
+        "bart", decoder_layers=1, decoder_attention_heads=2, decoder_ffn_dim=48
     ),
 }
 
