@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
@@ -29,13 +30,53 @@ def build_model(
     reg = registry or get_registry()
     spec = load_spec(spec_or_name, overrides, registry=reg)
     device = torch.device(device) if device is not None else torch.device("cpu")
-    with torch.device(device):
+    meta = device.type == "meta"
+    with torch.device(device), skip_torch_init() if meta else contextlib.nullcontext():
         model = assemble(spec, reg)
-        if device.type != "meta":
+        if not meta:
             init_weights(model, spec.data["init_std"])
     if dtype is not None:
         model = model.to(dtype)
     return model
+
+
+# torch.nn.init functions that the default reset_parameters of torch's layers call
+_INIT_FUNCTIONS = (
+    "uniform_",
+    "normal_",
+    "trunc_normal_",
+    "constant_",
+    "ones_",
+    "zeros_",
+    "eye_",
+    "xavier_uniform_",
+    "xavier_normal_",
+    "kaiming_uniform_",
+    "kaiming_normal_",
+    "orthogonal_",
+)
+
+
+@contextlib.contextmanager
+def skip_torch_init() -> Iterator[None]:
+    """Make torch.nn.init functions no-ops while a model is built on the meta device.
+
+    Meta tensors hold no values, so initialising them is pointless, and the first random
+    fill of a meta tensor imports torch._dynamo (about 3 s), which `zoo build`, `from_hf`
+    and `load` (all of which build on meta) would otherwise pay on every run.
+    """
+    saved = {name: getattr(nn.init, name) for name in _INIT_FUNCTIONS}
+
+    def keep(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        return tensor
+
+    for name in _INIT_FUNCTIONS:
+        setattr(nn.init, name, keep)
+    try:
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(nn.init, name, fn)
 
 
 def _make(reg: Registry, kind: str, comp: dict, dims: Dims, **parts: Any) -> nn.Module:

@@ -202,3 +202,21 @@ def test_meta_summary_equals_cpu_summary(name):
     assert meta.summary() == cpu.summary()
     assert meta.num_parameters() == cpu.num_parameters()
     assert [n for n, _ in meta.named_parameters()] == [n for n, _ in cpu.named_parameters()]
+
+
+def test_meta_builds_skip_initialisation_and_stay_fast():
+    """Meta builds (zoo build/validate, from_hf, load) never fill tensors: the first random
+    fill of a meta tensor would import torch._dynamo (seconds) for nothing."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch, archzoo\n"
+        "m = archzoo.build_model('gpt2', {'n_layers': 2}, device='meta')\n"
+        "assert all(p.is_meta for p in m.parameters())\n"
+        "assert 'torch._dynamo' not in sys.modules, 'meta build imported torch._dynamo'\n"
+        "assert torch.nn.init.normal_.__name__ == 'normal_', 'init functions not restored'\n"
+        "x = torch.empty(4); torch.nn.init.ones_(x); assert x.sum() == 4\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
