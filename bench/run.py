@@ -6,21 +6,27 @@ Workloads: BERT-base MLM forward (8 x 128), GPT-2 small train step (4 x 256, for
 backward), T5-small forward + backward (8 x 128 -> 32), GPT-2 greedy decoding (1 x 16 -> 128).
 Both sides load one random-weight checkpoint (archzoo through from_hf), so the numbers
 compare implementations, not initialisations. MFU is model FLOPs / time / measured fp32
-matmul peak. --compile adds torch.compile rows; --write puts the table in bench/RESULTS.md.
+matmul peak. A second table gives the GPT-2 train step's peak memory with and without
+activation checkpointing (each case in a fresh process, since peak RSS only grows).
+--compile adds torch.compile rows; --write puts the tables in bench/RESULTS.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
+import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import transformers as hf
-from common import gemv_floor, machine, matmul_peak, paired_times, write_section
+from common import gemv_floor, machine, matmul_peak, median_time, paired_times, write_section
 
 import archzoo
 
@@ -161,16 +167,88 @@ def gpt2_decode(tmp: Path, repeats: int) -> list[Row]:
     return [Row("GPT-2 greedy decode 1x16->128", "eager", t_hf, t_az, 128, flops, stream)]
 
 
+MEMORY_CASES = {
+    "transformers": ("hf", False),
+    "transformers + gradient checkpointing": ("hf", True),
+    "archzoo": ("archzoo", False),
+    "archzoo + activation_checkpointing": ("archzoo", True),
+}
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
+
+
+def memory_one(case: str, repeats: int) -> dict[str, float]:
+    """Peak RSS growth and time of one GPT-2 train step (4 x 256), in this fresh process."""
+    lib, ckpt = MEMORY_CASES[case]
+    torch.manual_seed(0)
+    ids = torch.randint(0, 50257, (4, 256))
+    if lib == "hf":
+        model = hf.GPT2LMHeadModel(
+            hf.GPT2Config(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+        ).train()
+        if ckpt:
+            model.gradient_checkpointing_enable()
+
+        def step() -> None:
+            model(input_ids=ids, labels=ids).loss.backward()
+    else:
+        overrides = {"dropout": 0.0, "activation_checkpointing": ckpt}
+        model = archzoo.build_model("gpt2", overrides).train()
+
+        def step() -> None:
+            model(ids, labels=ids).loss.backward()
+
+    for p in model.parameters():  # gradients are part of the baseline, not of the peak
+        p.grad = torch.zeros_like(p)
+    gc.collect()
+    before = rss_bytes()
+    step()  # the first step sets the high-water mark; later ones reuse freed memory
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+    seconds = median_time(step, repeats, warmup=0)
+    return {"peak_growth": peak - before, "seconds": seconds}
+
+
+def memory_table(repeats: int) -> list[str]:
+    """Activation memory of the GPT-2 train step with and without checkpointing."""
+    results = {}
+    for case in MEMORY_CASES:
+        cmd = [sys.executable, __file__, "--memory-one", case, "--repeats", str(repeats)]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        results[case] = json.loads(out.strip().splitlines()[-1])
+    lines = [
+        "GPT-2 small train step 4x256 (forward + backward), each case in a fresh process: "
+        "peak RSS growth during the first step over weights + gradients, and the median step "
+        f"time of {repeats} more.",
+        "",
+        "| case | peak growth MiB | vs without checkpointing | step s |",
+        "|---|---|---|---|",
+    ]
+    for case, r in results.items():
+        base = results[case.split(" + ")[0]]["peak_growth"]
+        lines.append(
+            f"| {case} | {r['peak_growth'] / 2**20:.0f} | {r['peak_growth'] / base:.0%} | "
+            f"{r['seconds']:.2f} |"
+        )
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--compile", action="store_true", help="also time torch.compile'd models")
     parser.add_argument("--write", action="store_true", help="write the table to bench/RESULTS.md")
-    parser.add_argument("--only", help="comma-separated subset: bert,gpt2,t5,decode")
+    parser.add_argument("--only", help="comma-separated subset: bert,gpt2,t5,decode,memory")
+    parser.add_argument("--memory-one", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.memory_one:
+        print(json.dumps(memory_one(args.memory_one, args.repeats)))
+        return
     torch.manual_seed(0)
     peak = matmul_peak()
-    chosen = set((args.only or "bert,gpt2,t5,decode").split(","))
+    chosen = set((args.only or "bert,gpt2,t5,decode,memory").split(","))
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
@@ -217,6 +295,8 @@ def main() -> None:
                 f"- {workload}: archzoo compiled is {eager.hf_s / r.az_s:.2f}x HF eager "
                 f"({eager.az_s / r.az_s:.2f}x archzoo eager)"
             )
+    if "memory" in chosen:
+        lines += ["", *memory_table(args.repeats)]
     print("\n".join(lines))
     if args.write:
         write_section("archzoo vs transformers (bench/run.py)", lines)
