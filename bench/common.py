@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -66,6 +68,40 @@ def gemv_floor(shapes: list[tuple[int, int]], repeats: int = 5) -> float:
             torch.nn.functional.linear(inputs[w.shape[1]], w)
 
     return min(median_time(step, repeats, warmup=2) for _ in range(3))
+
+
+def anon_rss() -> int:
+    """Resident anonymous memory of this process in bytes (heap and tensors, not libraries)."""
+    with open("/proc/self/statm") as f:
+        _, resident, shared = (int(x) for x in f.read().split()[:3])
+    return (resident - shared) * os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_memory_growth(fn: Callable[[], object], interval: float = 0.001) -> int:
+    """Peak growth of anonymous RSS while `fn` runs, sampled every `interval` seconds.
+
+    CPU PyTorch keeps no allocator statistics, and the kernel's high-water mark also counts
+    shared-library pages faulted back in, so a sampling thread watches anonymous memory
+    (torch kernels release the GIL, so it keeps sampling while they run).
+    """
+    base = anon_rss()
+    peak = base
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, anon_rss())
+            time.sleep(interval)
+
+    watcher = threading.Thread(target=sample, daemon=True)
+    watcher.start()
+    try:
+        fn()
+    finally:
+        done.set()
+        watcher.join()
+    return max(peak, anon_rss()) - base
 
 
 def machine() -> str:
