@@ -9,13 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-import torch.nn.functional as F
 from torch import Tensor
 
 from archzoo.component import param
 from archzoo.interfaces import AttentionContext
 
-from .sparse import SparseAttention, SparsePattern, band_layout
+from .sparse import SparseAttention, SparsePattern, band_layout, masked_sdpa
 
 
 class LocalPattern(SparsePattern):
@@ -68,10 +67,5 @@ class LocalAttention(SparseAttention):
         keep = (index[None] <= q_index) & (index[None] > q_index - self.cfg.window)  # (Tq, S)
         keep = keep & (index[None] >= 0)
         keep = keep[None] & valid[:, None, :]  # (B, Tq, S)
-        empty = ~keep.any(-1, keepdim=True)
-        keep = (keep | empty)[:, None]  # (B, 1, Tq, S)
-        out = F.scaled_dot_product_attention(
-            q, keys, values, attn_mask=keep, scale=self.scale, enable_gqa=self.n_kv != self.n_heads
-        )  # (B, H, Tq, hd)
-        out = out.masked_fill(empty[:, None], 0.0)
+        out = masked_sdpa(q, keys, values, keep[:, None], scale=self.scale)  # (B, H, Tq, hd)
         return self.out(out.transpose(1, 2).reshape(B, Tq, self.q_dim))

@@ -109,10 +109,21 @@ def mask_factors(mask: AttentionMask, q_len: int, k_len: int) -> tuple[bool, Ten
     return causal, key_padding
 
 
-def _open_empty(keep: Tensor) -> tuple[Tensor, Tensor]:
-    """Open rows with no allowed key (so SDPA stays finite); return (keep, empty)."""
-    empty = ~keep.any(dim=-1, keepdim=True)
-    return keep | empty, empty
+def masked_sdpa(
+    q: Tensor, k: Tensor, v: Tensor, keep: Tensor, *, scale: float | None, dropout_p: float = 0.0
+) -> Tensor:
+    """SDPA under a bool keep mask (B, 1, Tq, Tk); a query with no allowed key gets zeros."""
+    mask = AttentionMask.from_keep(keep)  # opens empty rows so the softmax stays finite
+    out = F.scaled_dot_product_attention(
+        q,
+        k,
+        v,
+        attn_mask=mask.keep,
+        dropout_p=dropout_p,
+        scale=scale,
+        enable_gqa=q.shape[1] != k.shape[1],
+    )
+    return mask.zero_empty_rows(out)
 
 
 def pattern_keep(
@@ -155,17 +166,7 @@ def dense_attention(
     keep = pattern_keep(
         pattern, q.shape[2], k.shape[2], causal=causal, key_padding=key_padding, device=q.device
     )
-    keep, empty = _open_empty(keep[:, None])  # (B, 1, Tq, Tk)
-    out = F.scaled_dot_product_attention(
-        q,
-        k,
-        v,
-        attn_mask=keep,
-        dropout_p=dropout_p,
-        scale=scale,
-        enable_gqa=q.shape[1] != k.shape[1],
-    )
-    return out.masked_fill(empty, 0.0)
+    return masked_sdpa(q, k, v, keep[:, None], scale=scale, dropout_p=dropout_p)  # (B, 1, Tq, Tk)
 
 
 def _rows_attention(
@@ -190,17 +191,9 @@ def _rows_attention(
         keep = keep & (kpos[None, None, :] <= idx[:, :, None])
     if key_padding is not None:
         keep = keep & key_padding[:, None, :]
-    keep, empty = _open_empty(keep[:, None])  # (B, 1, G, T)
-    out = F.scaled_dot_product_attention(
-        q_rows,
-        k,
-        v,
-        attn_mask=keep,
-        dropout_p=dropout_p,
-        scale=scale,
-        enable_gqa=H != k.shape[1],
-    )
-    return out.masked_fill(empty, 0.0)
+    return masked_sdpa(
+        q_rows, k, v, keep[:, None], scale=scale, dropout_p=dropout_p
+    )  # (B, 1, G, T)
 
 
 def blocked_attention(
@@ -267,18 +260,8 @@ def blocked_attention(
         kmask = kmask & key_padding[:, kidx][:, :, None, :]  # (B, nb, 1, K*bs)
     keep = keep & kmask
     keep = keep if keep.dim() == 4 else keep[None]
-    keep, empty = _open_empty(keep.expand(B, nb, bs, K * bs).reshape(B * nb, 1, bs, K * bs))
-    out = F.scaled_dot_product_attention(
-        qb,
-        kg,
-        vg,
-        attn_mask=keep,
-        dropout_p=dropout_p,
-        scale=scale,
-        enable_gqa=H != Hkv,
-    )  # (B*nb, H, bs, hd)
-    if bool(empty.any()):
-        out = out.masked_fill(empty, 0.0)
+    keep = keep.expand(B, nb, bs, K * bs).reshape(B * nb, 1, bs, K * bs)
+    out = masked_sdpa(qb, kg, vg, keep, scale=scale, dropout_p=dropout_p)  # (B*nb, H, bs, hd)
     out = out.transpose(1, 2).reshape(B, Tp, H, hd)[:, :T]  # (B, T, H, hd)
     out = out.transpose(1, 2)  # (B, H, T, hd)
 
