@@ -8,10 +8,14 @@ from typing import Any
 from torch import Tensor, nn
 
 from archzoo.component import param
-from archzoo.interfaces import Dims, Embedding, NormFactory
+from archzoo.interfaces import Dims, NormFactory
+
+from .token import TokenEmbedding
 
 
-class FactorizedEmbedding(Embedding):
+class FactorizedEmbedding(TokenEmbedding):
+    """The token embedding at width E, then a Linear E -> d_model (ALBERT)."""
+
     name = "factorized"
     summary = "E-wide token (+ type, + position) embedding, norm and dropout, then Linear E -> d"
 
@@ -34,27 +38,8 @@ class FactorizedEmbedding(Embedding):
         return cfg.embedding_size
 
     def __init__(self, cfg: Any, dims: Any, *, make_norm: NormFactory) -> None:
-        super().__init__(cfg, dims)
-        width = cfg.embedding_size
-        self.word = nn.Embedding(dims.vocab_size, width)
-        self.token_type = nn.Embedding(cfg.type_vocab_size, width) if cfg.type_vocab_size else None
-        self.norm = make_norm(dim=width) if cfg.norm else None
-        self.dropout = nn.Dropout(dims.dropout if cfg.dropout is None else cfg.dropout)
-        self.project = nn.Linear(width, dims.d_model)
-        self.multiplier = width**0.5 if cfg.scale else 1.0
-
-    def word_weight(self) -> nn.Parameter:
-        return self.word.weight
-
-    def share_word_weight(self, other: Embedding) -> None:
-        """Use `other`'s (vocab, E) token table (encoder-decoder models with one vocabulary)."""
-        weight = other.word_weight()
-        if weight.shape != self.word.weight.shape:
-            raise ValueError(
-                f"cannot share a {tuple(weight.shape)} token table with a factorized "
-                f"embedding of shape {tuple(self.word.weight.shape)}"
-            )
-        self.word.weight = weight
+        super().__init__(cfg, dims, make_norm=make_norm)
+        self.project = nn.Linear(cfg.embedding_size, dims.d_model)
 
     def forward(
         self,
@@ -62,15 +47,6 @@ class FactorizedEmbedding(Embedding):
         token_type_ids: Tensor | None = None,
         position_embeds: Tensor | None = None,
     ) -> Tensor:
-        x = self.word(input_ids)  # (B, T, E)
-        if self.multiplier != 1.0:
-            x = x * self.multiplier
-        if self.token_type is not None:
-            if token_type_ids is None:
-                token_type_ids = input_ids.new_zeros(input_ids.shape)
-            x = x + self.token_type(token_type_ids)
-        if position_embeds is not None:
-            x = x + position_embeds.to(x.dtype)  # (B, T, E): the builder sizes positions to E
-        if self.norm is not None:
-            x = self.norm(x)
+        # the builder sizes positions to E, so they join the E-wide sum before the projection
+        x = self.embed(input_ids, token_type_ids, position_embeds)  # (B, T, E)
         return self.project(self.dropout(x))  # (B, T, d_model)

@@ -28,20 +28,42 @@ class TokenEmbedding(Embedding):
 
     def __init__(self, cfg: Any, dims: Any, *, make_norm: NormFactory) -> None:
         super().__init__(cfg, dims)
-        self.word = nn.Embedding(dims.vocab_size, dims.d_model)
-        self.token_type = (
-            nn.Embedding(cfg.type_vocab_size, dims.d_model) if cfg.type_vocab_size else None
-        )
-        self.norm = make_norm() if cfg.norm else None
+        width = self.embed_width(cfg, dims)
+        self.word = nn.Embedding(dims.vocab_size, width)
+        self.token_type = nn.Embedding(cfg.type_vocab_size, width) if cfg.type_vocab_size else None
+        self.norm = make_norm(dim=width) if cfg.norm else None
         self.dropout = nn.Dropout(dims.dropout if cfg.dropout is None else cfg.dropout)
-        self.multiplier = dims.d_model**0.5 if cfg.scale else 1.0
+        self.multiplier = width**0.5 if cfg.scale else 1.0
 
     def word_weight(self) -> nn.Parameter:
         return self.word.weight
 
     def share_word_weight(self, other: Embedding) -> None:
         """Use `other`'s token table (encoder-decoder models with one vocabulary)."""
-        self.word.weight = other.word_weight()
+        weight = other.word_weight()
+        if weight.shape != self.word.weight.shape:
+            raise ValueError(
+                f"cannot share a {tuple(weight.shape)} token table with a {self.name!r} "
+                f"embedding of shape {tuple(self.word.weight.shape)}"
+            )
+        self.word.weight = weight
+
+    def embed(
+        self, input_ids: Tensor, token_type_ids: Tensor | None, position_embeds: Tensor | None
+    ) -> Tensor:
+        """Scaled token vectors + token types + positions, normalised: (B, T, embed_width)."""
+        x = self.word(input_ids)  # (B, T, W)
+        if self.multiplier != 1.0:
+            x = x * self.multiplier
+        if self.token_type is not None:
+            if token_type_ids is None:
+                token_type_ids = input_ids.new_zeros(input_ids.shape)
+            x = x + self.token_type(token_type_ids)
+        if position_embeds is not None:
+            x = x + position_embeds.to(x.dtype)
+        if self.norm is not None:
+            x = self.norm(x)
+        return x
 
     def forward(
         self,
@@ -49,15 +71,4 @@ class TokenEmbedding(Embedding):
         token_type_ids: Tensor | None = None,
         position_embeds: Tensor | None = None,
     ) -> Tensor:
-        x = self.word(input_ids)  # (B, T, D)
-        if self.multiplier != 1.0:
-            x = x * self.multiplier
-        if position_embeds is not None:
-            x = x + position_embeds.to(x.dtype)
-        if self.token_type is not None:
-            if token_type_ids is None:
-                token_type_ids = input_ids.new_zeros(input_ids.shape)
-            x = x + self.token_type(token_type_ids)
-        if self.norm is not None:
-            x = self.norm(x)
-        return self.dropout(x)
+        return self.dropout(self.embed(input_ids, token_type_ids, position_embeds))
