@@ -13,6 +13,7 @@ from torch import nn
 
 import archzoo
 from archzoo.component import KINDS, Component
+from archzoo.costs import model_costs
 from archzoo.spec import Spec, parse_override
 from archzoo.spec_fields import COMPONENT_KEYS
 
@@ -113,13 +114,14 @@ def stack_dims(spec: Spec) -> dict[str, dict[str, Any]]:
     return {w: {k: spec.stack(w)[k] for k in keys} for w in spec.stacks()}
 
 
-def build_report(model: Any) -> dict[str, Any]:
-    """Everything `zoo build` prints, as JSON-ready data."""
+def build_report(model: Any, context: int | None = None) -> dict[str, Any]:
+    """Everything `zoo build` prints, as JSON-ready data (costs at `context` tokens)."""
     summary = model.summary()
     spec = model.spec
     return {
         **summary,
         "params_human": human(summary["params"]),
+        **model_costs(model, context),
         "dims": stack_dims(spec),
         "components": components_used(spec),
         "breakdown": part_breakdown(model),
@@ -141,6 +143,24 @@ def print_build(report: dict[str, Any]) -> None:
         click.echo(f"{which}: {size}")
         comps = report["components"][which]
         click.echo("  components: " + " ".join(f"{k}={','.join(v)}" for k, v in comps.items()))
+    print_costs(report)
+
+
+def print_costs(report: dict[str, Any]) -> None:
+    """The cost lines of `zoo build`: FLOPs, KV cache and active parameters per token."""
+    flops = report["flops_per_token"]
+    line = f"forward FLOPs/token at context {report['context']:,}: {flops:,} ({human(flops)})"
+    by_stack = report["flops_per_token_by_stack"]
+    if len(by_stack) > 1:
+        line += " = " + " + ".join(f"{w} {human(n)}" for w, n in by_stack.items())
+    click.echo(line)
+    kv = report["kv_cache_bytes_per_token"]
+    if kv is not None:
+        sizes = ", ".join(f"{v:,} {dtype}" for dtype, v in kv.items())
+        click.echo(f"KV cache bytes/token: {sizes}")
+    if "params_active" in report:
+        n = report["params_active"]
+        click.echo(f"active parameters/token: {n:,} ({human(n)})")
 
 
 def yaml_value(v: Any) -> str:
@@ -311,16 +331,23 @@ SET_OPTION = click.option(
 @click.option(
     "--out", type=click.Path(dir_okay=False), help="Build real weights and save them here."
 )
+@click.option(
+    "--context",
+    type=click.IntRange(min=1),
+    help="Context length of the FLOPs and KV-cache figures (default: max_len).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def build_cmd(source: str, sets: tuple[str, ...], out: str | None, as_json: bool) -> None:
-    """Build a model and print its parameter counts (no weights unless --out)."""
+def build_cmd(
+    source: str, sets: tuple[str, ...], out: str | None, context: int | None, as_json: bool
+) -> None:
+    """Build a model and print its parameter counts and costs (no weights unless --out)."""
     spec = archzoo.load_spec(spec_source(source), parse_sets(sets))
     if out and not Path(out).resolve().parent.is_dir():
         raise UserError(f"cannot write {out}: directory {Path(out).parent} does not exist")
     model = archzoo.build_model(spec, device="cpu" if out else "meta")
     if out:
         archzoo.save(model, out)
-    report = build_report(model)
+    report = build_report(model, context)
     if as_json:
         return emit_json({**report, **({"out": out} if out else {})})
     print_build(report)

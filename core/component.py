@@ -74,6 +74,12 @@ class Component(nn.Module):
     def extra_repr(self) -> str:
         return f"{self.kind}={self.name}"
 
+    def matmul_flops(self) -> int:
+        """Forward FLOPs of one token through this component's projections (2 per weight)."""
+        from .costs import linear_flops
+
+        return linear_flops(self)
+
     @classmethod
     def describe(cls) -> dict[str, Any]:
         """The component's parameters with type, default and doc, for `zoo show`."""

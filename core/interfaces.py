@@ -113,6 +113,19 @@ class Attention(Component):
         """(n_kv_heads, head_dim, window) of the keys this layer caches; window None = all."""
         raise NotImplementedError(f"attention {self.name!r} does not support a KV cache")
 
+    def cache_width(self) -> tuple[int, int | None]:
+        """(numbers cached per token, window or None); a latent attention reports its latent."""
+        n_kv, head_dim, window = self.cache_layout()
+        return 2 * n_kv * head_dim, window
+
+    def keys_per_query(self, context: int, causal: bool) -> float:
+        """Keys a query attends to at `context` tokens (the last query when causal)."""
+        return float(context)
+
+    def attention_flops(self, context: int, causal: bool) -> float:
+        """FLOPs of one query's score and value products: 2 + 2 per key and query channel."""
+        return 4 * self.dims.n_heads * self.dims.head_dim * self.keys_per_query(context, causal)
+
     def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:
         raise NotImplementedError
 
@@ -127,6 +140,10 @@ class FeedForward(Component):
     """Position-wise feed-forward: (B, T, d_model) -> (B, T, d_model)."""
 
     kind: ClassVar[str] = "ffn"
+
+    def active_parameters(self) -> int | None:
+        """Parameters one token uses when fewer than all (mixture of experts); None: all."""
+        return None
 
 
 class Block(Component):
