@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 import archzoo
+from archzoo.safe_write import check_out_path
 
 from .main import build_report, emit_json, print_build
 
@@ -15,6 +18,9 @@ from .main import build_report, emit_json, print_build
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def import_cmd(directory: str, out: str | None, as_json: bool) -> None:
     """Import an HF checkpoint (config.json + safetensors); print its spec and summary."""
+    if out:  # before the import: never replace a file of the checkpoint being read
+        src = Path(directory)
+        check_out_path(out, inputs=sorted(src.iterdir()) if src.is_dir() else [])
     model = archzoo.from_hf(directory)
     if out:
         archzoo.save(model, out)

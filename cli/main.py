@@ -14,6 +14,7 @@ from torch import nn
 import archzoo
 from archzoo.component import KINDS, Component
 from archzoo.costs import model_costs
+from archzoo.safe_write import check_out_path
 from archzoo.spec import Spec, parse_override
 from archzoo.spec_fields import COMPONENT_KEYS
 
@@ -341,9 +342,9 @@ def build_cmd(
     source: str, sets: tuple[str, ...], out: str | None, context: int | None, as_json: bool
 ) -> None:
     """Build a model and print its parameter counts and costs (no weights unless --out)."""
+    if out:  # before the build: a bad --out must not waste the work, nor overwrite the spec
+        check_out_path(out, inputs=[Path(source)])
     spec = archzoo.load_spec(spec_source(source), parse_sets(sets))
-    if out and not Path(out).resolve().parent.is_dir():
-        raise UserError(f"cannot write {out}: directory {Path(out).parent} does not exist")
     model = archzoo.build_model(spec, device="cpu" if out else "meta")
     if out:
         archzoo.save(model, out)

@@ -64,3 +64,7 @@ def dotted(path: tuple) -> str:
     for p in path:
         out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
     return out
+
+
+class WeightsError(ValueError):
+    """A weights file that cannot be read, written, or does not fit its spec."""

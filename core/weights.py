@@ -9,21 +9,17 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 
 from .builder import build_model, capture_ties, restore_ties
-from .errors import SpecError
+from .errors import SpecError, WeightsError
 from .model import ZooModel
 from .registry import get_registry
+from .safe_write import write_safetensors
 from .spec import load_spec
 
 SPEC_KEY = "archzoo.spec"
 ALIASES_KEY = "archzoo.aliases"
 VERSION_KEY = "archzoo.version"
-
-
-class WeightsError(ValueError):
-    """A weights file that cannot be read or does not fit its spec."""
 
 
 def save(model: ZooModel, path: str | os.PathLike[str]) -> None:
@@ -48,7 +44,7 @@ def save(model: ZooModel, path: str | os.PathLike[str]) -> None:
         ALIASES_KEY: json.dumps(aliases),
         VERSION_KEY: __version__,
     }
-    save_file(tensors, str(path), metadata=metadata)
+    write_safetensors(path, tensors, metadata)  # atomic, and no NumPy needed
 
 
 def read_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
