@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -84,6 +85,15 @@ def _make(reg: Registry, kind: str, comp: dict, dims: Dims, **parts: Any) -> nn.
     return cls(component_config(reg, kind, comp), dims, **parts)
 
 
+def _make_attention(reg: Registry, comp: dict, dims: Dims, make_norm: Any, **parts: Any) -> Any:
+    """An attention, handed the stack's norm factory when its constructor takes `make_norm`."""
+    cls = reg.get("attention", comp["kind"])
+    params = inspect.signature(cls.__init__).parameters
+    if "make_norm" in params or any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        parts["make_norm"] = make_norm
+    return cls(component_config(reg, "attention", comp), dims, **parts)
+
+
 def assemble(spec: Spec, reg: Registry) -> ZooModel:
     """Instantiate every component of `spec` (no initialisation)."""
     stacks: dict[str, Stack] = {}
@@ -120,11 +130,17 @@ def assemble(spec: Spec, reg: Registry) -> ZooModel:
                 "block",
                 comps["block"],
                 dims,
-                attention=_make(reg, "attention", comps["attention"], dims),
+                attention=_make_attention(
+                    reg, comps["attention"], dims, norm_factory(comps["norm"])
+                ),
                 ffn=_make(reg, "ffn", comps["ffn"], dims),
                 make_norm=norm_factory(comps["norm"]),
-                cross_attention=_make(
-                    reg, "attention", _cross_attention(comps["attention"]), dims, cross=True
+                cross_attention=_make_attention(
+                    reg,
+                    _cross_attention(comps["attention"]),
+                    dims,
+                    norm_factory(comps["norm"]),
+                    cross=True,
                 )
                 if cross
                 else None,

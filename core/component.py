@@ -40,6 +40,7 @@ class Capabilities:
     rotate: bool = False  # position: rotates queries and keys
     bias: bool = False  # position: adds a term to attention scores
     embed: bool = False  # position: adds a vector to the token embeddings
+    values: bool = False  # position: adds value_bias(state, probs) to the attended values
     accepts_rotate: bool = True  # attention: applies a position's rotation
     accepts_bias: bool = True  # attention: applies a position's score bias
     even_head_dim: bool = False  # needs an even head dimension

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from torch import Tensor, nn
@@ -64,14 +67,33 @@ class Embedding(Component):
 
 
 class Position(Component):
-    """How order enters the model: embed, rotate queries/keys, and/or bias scores.
+    """How order enters the model: embed, rotate queries/keys, bias scores, act on values.
 
-    One instance per stack. `prepare` runs once per forward with explicit positions; its
-    result is handed to every attention layer of the stack. The builder passes dims whose
-    d_model is the stack embedding's `embed_width`, so embedded vectors fit the word table.
+    One instance per stack; `causal` says whether the stack is causal (T5's buckets differ).
+    `prepare` runs once per forward with explicit positions; its result is handed to every
+    attention layer of the stack. The builder passes dims whose d_model is the stack
+    embedding's `embed_width`, so embedded vectors fit the word table.
     """
 
     kind: ClassVar[str] = "position"
+
+    def __init__(self, cfg: Any = None, dims: Any = None, *, causal: bool = False) -> None:
+        super().__init__(cfg, dims)
+        self.causal = causal
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        impl = cls.__dict__.get("score_bias")
+        if impl is not None and not getattr(impl, "adapted_score_bias", False):
+            cls.score_bias = adapt_score_bias(cls, impl)  # type: ignore[method-assign]
+        if "needs_probs" in cls.__dict__:  # the duck-typed value term before 0.2
+            warnings.warn(
+                f"{cls.__qualname__}.needs_probs is deprecated: declare "
+                "capabilities = Capabilities(values=True) and implement value_bias",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            cls.__init__ = declare_values_from_needs_probs(cls.__init__)  # type: ignore[method-assign]
 
     def embed(self, positions: Tensor) -> Tensor | None:
         """(B, T) positions -> (B, T, dims.d_model) vectors added to token embeddings, or None."""
@@ -85,9 +107,74 @@ class Position(Component):
         """Transform new queries (B, H, Tq, hd) and new keys (B, Hkv, Tq, hd)."""
         return q, k
 
-    def score_bias(self, state: Any, q: Tensor, scale: float) -> Tensor | None:
-        """Additive score term (B or 1, H, Tq, Tk), already on the scaled-score scale."""
+    def score_bias(self, state: Any, q: Tensor, k: Tensor, scale: float) -> Tensor | None:
+        """Additive score term (B or 1, H, Tq, Tk), already on the scaled-score scale.
+
+        q (B, H, Tq, hd) are the rotated queries, k (B, Hkv, Tk, hd) every key attended to
+        (cached ones included); scale is the attention's score scale.
+        """
         return None
+
+    def value_bias(self, state: Any, probs: Tensor) -> Tensor | None:
+        """With `capabilities.values`: (B, H, Tq, hd) added to probs (B, H, Tq, Tk) @ v."""
+        return None
+
+    @property
+    def needs_probs(self) -> bool:
+        """Deprecated alias of `capabilities.values` (attention plugins read it before 0.2)."""
+        return self.capabilities.values
+
+
+def adapt_score_bias(cls: type, impl: Callable[..., Any]) -> Callable[..., Any]:
+    """Accept both call forms of score_bias and run `impl` in the form it was written in.
+
+    The contract is `score_bias(state, q, k, scale)`; a position written for the old
+    `score_bias(state, q, scale)` gets a DeprecationWarning once, at class creation, and is
+    called without the keys. A caller still using the old form also gets a warning.
+    """
+    params = list(inspect.signature(impl).parameters)
+    legacy_impl = len(params) == 4 and "k" not in params  # (self, state, q, scale)
+    if legacy_impl:
+        warnings.warn(
+            f"{cls.__qualname__}.score_bias(state, q, scale) is deprecated: define "
+            "score_bias(state, q, k, scale) (the keys are passed as well)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+
+    @functools.wraps(impl)
+    def score_bias(
+        self: Position, state: Any, q: Tensor, k: Any = None, scale: Any = None
+    ) -> Tensor | None:
+        if scale is None and not isinstance(k, Tensor):  # old call form (state, q, scale)
+            warnings.warn(
+                "position.score_bias(state, q, scale) is deprecated: call "
+                "score_bias(state, q, k, scale) with the keys (B, Hkv, Tk, hd)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            k, scale = None, k
+        if legacy_impl:
+            return impl(self, state, q, scale)
+        return impl(self, state, q, k, scale)
+
+    score_bias.adapted_score_bias = True  # type: ignore[attr-defined]
+    return score_bias
+
+
+def declare_values_from_needs_probs(init: Callable[..., None]) -> Callable[..., None]:
+    """Wrap a legacy position's __init__: its `needs_probs` sets `capabilities.values`."""
+
+    @functools.wraps(init)
+    def __init__(self: Position, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        if self.needs_probs and not self.capabilities.values:
+            self.capabilities = replace(self.capabilities, values=True)
+
+    return __init__
+
+
+Position.score_bias = adapt_score_bias(Position, Position.score_bias)  # type: ignore[method-assign]
 
 
 @dataclass
@@ -173,8 +260,10 @@ class Block(Component):
         self.make_norms(make_norm, cross=cross_attention is not None)
 
     def make_norms(self, make_norm: NormFactory, *, cross: bool) -> None:
-        """Create the norms this layout uses (as attributes)."""
-        raise NotImplementedError
+        """Create the norms this layout uses (as attributes): one before each sublayer here."""
+        self.attention_norm = make_norm()
+        self.cross_norm = make_norm() if cross else None
+        self.ffn_norm = make_norm()
 
     def forward(
         self,
@@ -183,7 +272,15 @@ class Block(Component):
         memory: Tensor | None = None,
         cross_ctx: AttentionContext | None = None,
     ) -> Tensor:
-        raise NotImplementedError
+        """Each sublayer in turn through `residual` (a layout overrides one or the other)."""
+        x = self.residual(x, "attention", lambda h: self.attention(h, self_ctx))
+        if self.cross_attention is not None:
+            x = self.residual(x, "cross", lambda h: self.cross_attention(h, cross_ctx, memory))
+        return self.residual(x, "ffn", self.ffn)
+
+    def residual(self, x: Tensor, part: str, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        """The residual stream after sublayer `part` ('attention', 'cross' or 'ffn')."""
+        raise NotImplementedError(f"block {self.name!r} defines neither forward nor residual")
 
 
 class Sharing(Component):

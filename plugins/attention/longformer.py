@@ -79,8 +79,8 @@ class LongformerAttention(SparseAttention):
         global_projections: bool = param(False, "separate q/k/v projections for global rows")
         block: int | None = param(None, "block of the blocked path (null: window // 2)", min=1)
 
-    def __init__(self, cfg: Any, dims: Any, **kw: Any) -> None:
-        super().__init__(cfg, dims, **kw)
+    def __init__(self, cfg: Any, dims: Any, *, cross: bool = False) -> None:
+        super().__init__(cfg, dims, cross=cross)
         self.global_mask: Tensor | None = None  # (B, T) set by `global_attention`
         if cfg.global_projections:
             d, bias = dims.d_model, cfg.bias

@@ -109,8 +109,8 @@ class MultiHeadAttention(Attention):
         bias = None
         if ctx.position is not None:
             scale = self.scale if self.scale is not None else self.head_dim**-0.5
-            bias = ctx.position.score_bias(ctx.position_state, q, scale)
-        if getattr(ctx.position, "needs_probs", False):
+            bias = ctx.position.score_bias(ctx.position_state, q, k, scale)
+        if ctx.position is not None and ctx.position.capabilities.values:
             out = self._attend_with_probs(q, k, v, ctx, bias)
         else:
             out = F.scaled_dot_product_attention(

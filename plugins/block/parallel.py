@@ -20,9 +20,9 @@ class ParallelBlock(Block):
         shared_norm: bool = param(False, "one norm feeds both branches (GPT-J) instead of two")
 
     def make_norms(self, make_norm: NormFactory, *, cross: bool) -> None:
-        self.attention_norm = make_norm()
-        self.cross_norm = make_norm() if cross else None
-        self.ffn_norm = None if self.cfg.shared_norm else make_norm()
+        super().make_norms(make_norm, cross=cross)
+        if self.cfg.shared_norm:  # GPT-J: the attention norm feeds the FFN too
+            self.ffn_norm = None
 
     def forward(
         self,

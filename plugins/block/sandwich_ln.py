@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from torch import Tensor
 
 from archzoo.component import Capabilities
-from archzoo.interfaces import AttentionContext, Block, NormFactory
+from archzoo.interfaces import Block, NormFactory
 
 
 class SandwichLNBlock(Block):
@@ -14,25 +16,10 @@ class SandwichLNBlock(Block):
     capabilities = Capabilities(final_norm=True)
 
     def make_norms(self, make_norm: NormFactory, *, cross: bool) -> None:
-        self.attention_norm = make_norm()
-        self.attention_out_norm = make_norm()
-        if cross:
-            self.cross_norm = make_norm()
-            self.cross_out_norm = make_norm()
-        self.ffn_norm = make_norm()
-        self.ffn_out_norm = make_norm()
+        for part in ("attention", "cross", "ffn") if cross else ("attention", "ffn"):
+            setattr(self, f"{part}_norm", make_norm())
+            setattr(self, f"{part}_out_norm", make_norm())
 
-    def forward(
-        self,
-        x: Tensor,
-        self_ctx: AttentionContext,
-        memory: Tensor | None = None,
-        cross_ctx: AttentionContext | None = None,
-    ) -> Tensor:
-        x = x + self.dropout(
-            self.attention_out_norm(self.attention(self.attention_norm(x), self_ctx))
-        )
-        if self.cross_attention is not None:
-            h = self.cross_attention(self.cross_norm(x), cross_ctx, memory)
-            x = x + self.dropout(self.cross_out_norm(h))
-        return x + self.dropout(self.ffn_out_norm(self.ffn(self.ffn_norm(x))))
+    def residual(self, x: Tensor, part: str, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        h = sublayer(getattr(self, f"{part}_norm")(x))
+        return x + self.dropout(getattr(self, f"{part}_out_norm")(h))

@@ -30,13 +30,10 @@ class AlibiPosition(Position):
     summary = "no embeddings; subtract slope_h * |i - j| from the attention scores"
     capabilities = Capabilities(bias=True)
 
-    def __init__(self, cfg: Any, dims: Any, *, causal: bool = False) -> None:
-        super().__init__(cfg, dims)
-
     def prepare(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         slopes = torch.tensor(alibi_slopes(self.dims.n_heads), device=q_pos.device)
         dist = (q_pos[:, :, None] - k_pos[:, None, :]).abs().to(torch.float32)  # (B, Tq, Tk)
         return -slopes[None, :, None, None] * dist[:, None]  # (B, H, Tq, Tk)
 
-    def score_bias(self, state: Any, q: Tensor, scale: float) -> Tensor:
+    def score_bias(self, state: Any, q: Tensor, k: Tensor, scale: float) -> Tensor:
         return state

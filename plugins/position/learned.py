@@ -22,7 +22,7 @@ class LearnedPosition(Position):
         offset: int = param(0, "added to every position id (RoBERTa: padding_idx + 1)", min=0)
 
     def __init__(self, cfg: Any, dims: Any, *, causal: bool = False) -> None:
-        super().__init__(cfg, dims)
+        super().__init__(cfg, dims, causal=causal)
         self.table = nn.Embedding(dims.max_len + cfg.offset, dims.d_model)
 
     def embed(self, positions: Tensor) -> Tensor:

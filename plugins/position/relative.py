@@ -6,7 +6,7 @@ z_i = sum_j alpha_ij (v_j + a^V_{clip(j-i)}). One table per stack, shared by hea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -27,21 +27,19 @@ class RelativePosition(Position):
         value_term: bool = param(False, "also add a^V to the attended values")
 
     def __init__(self, cfg: Any, dims: Any, *, causal: bool = False) -> None:
-        super().__init__(cfg, dims)
+        super().__init__(cfg, dims, causal=causal)
         n = 2 * cfg.max_distance + 1
         self.key_table = nn.Embedding(n, dims.head_dim)
         self.value_table = nn.Embedding(n, dims.head_dim) if cfg.value_term else None
-
-    @property
-    def needs_probs(self) -> bool:
-        return self.value_table is not None
+        if cfg.value_term:  # this instance also acts on values
+            self.capabilities = replace(self.capabilities, values=True)
 
     def prepare(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         k = self.cfg.max_distance
         rel = (k_pos[:, None, :] - q_pos[:, :, None]).clamp(-k, k) + k  # (B, Tq, Tk)
         return rel
 
-    def score_bias(self, state: Any, q: Tensor, scale: float) -> Tensor:
+    def score_bias(self, state: Any, q: Tensor, k: Tensor, scale: float) -> Tensor:
         # q (B, H, Tq, hd) . a^K (2k+1, hd) -> (B, H, Tq, 2k+1), then pick each pair's distance
         per_distance = q @ self.key_table.weight.to(q.dtype).t()
         index = state[:, None].expand(q.shape[0], q.shape[1], *state.shape[1:])  # (B, H, Tq, Tk)

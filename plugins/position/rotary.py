@@ -44,7 +44,7 @@ class RotaryPosition(Position):
         interleaved: bool = param(False, "rotate adjacent pairs (GPT-J) instead of halves (NeoX)")
 
     def __init__(self, cfg: Any, dims: Any, *, causal: bool = False) -> None:
-        super().__init__(cfg, dims)
+        super().__init__(cfg, dims, causal=causal)
         self.rot_dim = self.rotary_dim(cfg, dims)
 
     @staticmethod

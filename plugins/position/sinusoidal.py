@@ -29,9 +29,6 @@ class SinusoidalPosition(Position):
     class Config:
         base: float = param(10000.0, "wavelength base of the geometric progression", gt=1.0)
 
-    def __init__(self, cfg: Any, dims: Any, *, causal: bool = False) -> None:
-        super().__init__(cfg, dims)
-
     @classmethod
     def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
         if dims.d_model % 2:

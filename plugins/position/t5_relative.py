@@ -42,19 +42,18 @@ class T5RelativePosition(Position):
         max_distance: int = param(128, "distances beyond this share the last bucket", min=2)
 
     def __init__(self, cfg: Any, dims: Any, *, causal: bool = False) -> None:
-        super().__init__(cfg, dims)
-        self.bidirectional = not causal
+        super().__init__(cfg, dims, causal=causal)
         self.table = nn.Embedding(cfg.n_buckets, dims.n_heads)
 
     def prepare(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         distance = k_pos[:, None, :] - q_pos[:, :, None]  # (B, Tq, Tk)
         buckets = t5_buckets(
             distance,
-            bidirectional=self.bidirectional,
+            bidirectional=not self.causal,
             n_buckets=self.cfg.n_buckets,
             max_distance=self.cfg.max_distance,
         )
         return self.table(buckets).permute(0, 3, 1, 2)  # (B, H, Tq, Tk)
 
-    def score_bias(self, state: Any, q: Tensor, scale: float) -> Tensor:
+    def score_bias(self, state: Any, q: Tensor, k: Tensor, scale: float) -> Tensor:
         return state
