@@ -87,6 +87,31 @@ def _albert(**kw: int) -> Callable[[], tuple[type, object]]:
     return lambda: (transformers.AlbertForMaskedLM, transformers.AlbertConfig(**kw))
 
 
+# Llama 3.2 1B's published configuration (also the oracle of the zoo spec's rope scaling)
+LLAMA32_1B = dict(
+    vocab_size=128256,
+    hidden_size=2048,
+    intermediate_size=8192,
+    num_hidden_layers=16,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    head_dim=64,
+    max_position_embeddings=131072,
+    rms_norm_eps=1e-5,
+    tie_word_embeddings=True,
+    bos_token_id=128000,
+    eos_token_id=128001,
+    rope_parameters={
+        "rope_type": "llama3",
+        "rope_theta": 500000.0,
+        "factor": 32.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    },
+)
+
+
 HF_COUNTERPARTS: dict[str, Counterpart] = {
     "mistral-7b": Counterpart(
         lambda: (transformers.MistralForCausalLM, transformers.MistralConfig())
@@ -191,6 +216,12 @@ HF_COUNTERPARTS: dict[str, Counterpart] = {
                 num_key_value_heads=32,
                 tie_word_embeddings=False,
             ),
+        )
+    ),
+    "llama3.2-1b": Counterpart(
+        lambda: (
+            transformers.LlamaForCausalLM,
+            transformers.LlamaConfig(**LLAMA32_1B),
         )
     ),
     "bloom-560m": Counterpart(

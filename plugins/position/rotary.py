@@ -11,11 +11,16 @@ from torch import Tensor
 from archzoo.component import Capabilities, param
 from archzoo.interfaces import Position
 
+from .rope_scaling import SCALINGS, check_scaling, scaled_inv_freq
 
-def rotary_angles(positions: Tensor, rot_dim: int, base: float) -> Tensor:
-    """(B, T) positions -> (B, T, rot_dim/2) angles p * base^(-2i/rot_dim), fp32."""
-    i = torch.arange(0, rot_dim, 2, device=positions.device, dtype=torch.float32)
-    inv_freq = base ** (-i / rot_dim)
+
+def rotary_angles(
+    positions: Tensor, rot_dim: int, base: float, inv_freq: Tensor | None = None
+) -> Tensor:
+    """(B, T) positions -> (B, T, rot_dim/2) angles p * base^(-2i/rot_dim) (or p * inv_freq), fp32."""
+    if inv_freq is None:
+        i = torch.arange(0, rot_dim, 2, device=positions.device, dtype=torch.float32)
+        inv_freq = base ** (-i / rot_dim)
     return positions.to(torch.float32)[..., None] * inv_freq
 
 
@@ -42,6 +47,25 @@ class RotaryPosition(Position):
         base: float = param(10000.0, "theta: wavelength base of the angles", gt=1.0)
         fraction: float = param(1.0, "share of the head dimension that rotates", gt=0.0, max=1.0)
         interleaved: bool = param(False, "rotate adjacent pairs (GPT-J) instead of halves (NeoX)")
+        scaling: str = param("none", "context extension of the frequencies", choices=SCALINGS)
+        factor: float | None = param(
+            None, "scaling: context stretch (null: max_len / original_max_len)", gt=0.0
+        )
+        original_max_len: int | None = param(
+            None, "scaling: pre-training context (yarn, llama3, longrope)", min=1
+        )
+        low_freq_factor: float = param(1.0, "llama3: wavelengths above len/this are scaled", gt=0.0)
+        high_freq_factor: float = param(4.0, "llama3: wavelengths below len/this are kept", gt=0.0)
+        beta_fast: float = param(32.0, "yarn: rotations where extrapolation ends", gt=0.0)
+        beta_slow: float = param(1.0, "yarn: rotations where interpolation starts", gt=0.0)
+        mscale: float | None = param(None, "yarn: numerator of DeepSeek's mscale ratio")
+        mscale_all_dim: float | None = param(None, "yarn: denominator of the mscale ratio")
+        truncate: bool = param(True, "yarn: round the correction range to whole dimensions")
+        attention_factor: float | None = param(
+            None, "yarn/longrope: cos/sin magnitude (null: the scheme's formula)", gt=0.0
+        )
+        short_factor: list[float] | None = param(None, "longrope: per-frequency short factors")
+        long_factor: list[float] | None = param(None, "longrope: per-frequency long factors")
 
     def __init__(self, cfg: Any, dims: Any, *, causal: bool = False) -> None:
         super().__init__(cfg, dims, causal=causal)
@@ -58,11 +82,16 @@ class RotaryPosition(Position):
             return [
                 ("fraction", f"rotary dimension {rot} (head_dim x fraction) must be even and > 0")
             ]
-        return []
+        return check_scaling(cfg, rot)
 
     def prepare(self, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
-        angles = rotary_angles(q_pos, self.rot_dim, self.cfg.base)[:, None]  # (B, 1, Tq, r/2)
-        return angles.cos(), angles.sin()
+        if self.cfg.scaling == "none":
+            angles = rotary_angles(q_pos, self.rot_dim, self.cfg.base)[:, None]  # (B, 1, Tq, r/2)
+            return angles.cos(), angles.sin()
+        # dynamic/longrope read the longest position of this forward, as transformers does
+        inv_freq, factor = scaled_inv_freq(self.cfg, self.rot_dim, self.dims.max_len, q_pos)
+        angles = rotary_angles(q_pos, self.rot_dim, self.cfg.base, inv_freq)[:, None]
+        return angles.cos() * factor, angles.sin() * factor
 
     def rotate(self, state: Any, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         cos, sin = state
