@@ -369,10 +369,12 @@ def validate_cmd(file: str, sets: tuple[str, ...]) -> None:
 def _register_commands() -> None:
     """Commands kept in their own modules (they import helpers from this one)."""
     from .convert import import_cmd
+    from .diff import diff_cmd
     from .generate import generate_cmd
     from .mask import mask as mask_cmd
 
     main.add_command(import_cmd)
+    main.add_command(diff_cmd)
     main.add_command(generate_cmd)
     main.add_command(mask_cmd)
 
