@@ -131,7 +131,7 @@ def _ratio(a: dict, b: dict, key: str) -> float | None:
 
 def describe_component(kind: str, comp: dict | None, other: dict | None = None) -> str:
     """'glu(activation=swiglu)': the kind with the parameters set apart from `other`: those
-    both have with another value, and its own ones unless at an 'off' default."""
+    both have with another value, and its own ones that are set or are sizes."""
     if comp is None:
         return "none"
     other = other or {}
@@ -140,18 +140,17 @@ def describe_component(kind: str, comp: dict | None, other: dict | None = None) 
         k: v
         for k, v in comp.items()
         if k != "kind"
-        and (other[k] != v if k in other else not _trivial_default(v, defaults.get(k, v)))
+        and (other[k] != v if k in other else _worth_saying(v, defaults.get(k, object())))
     }
     inner = ", ".join(f"{k}={_show(v)}" for k, v in params.items())
     return f"{comp['kind']}({inner})" if inner else comp["kind"]
 
 
-def _trivial_default(value: Any, default: Any) -> bool:
-    """A parameter at a default that says 'off' (null, false, 0, a mode name) goes unsaid;
-    sizes are shown even at their defaults (a window of 256 matters to a reader)."""
-    if value != default:
-        return False
-    return value is None or isinstance(value, (bool, str)) or value == 0
+def _worth_saying(value: Any, default: Any) -> bool:
+    """A parameter the other kind lacks: said when set away from its default, or when it is
+    a size (a positive integer: a window of 256, an embedding of 128)."""
+    size = isinstance(value, int) and not isinstance(value, bool) and value > 0
+    return value != default or size
 
 
 def _defaults(kind: str, name: str) -> dict[str, Any]:

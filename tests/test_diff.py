@@ -39,7 +39,7 @@ def test_gpt2_to_llama_reads_as_a_summary():
         "n_layers 12 -> 32",
         "head_dim 64 -> 128",
         "d_ff 3,072 -> 11,008",
-        "position learned -> rotary(base=10000.0, fraction=1.0)",
+        "position learned -> rotary",
         "ffn mlp(activation=gelu_tanh, bias=true) -> glu(activation=swiglu, bias=false)",
         "norm layernorm -> rmsnorm",
         "head: lm: tie true -> false",
