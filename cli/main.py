@@ -372,11 +372,13 @@ def _register_commands() -> None:
     from .diff import diff_cmd
     from .generate import generate_cmd
     from .mask import mask as mask_cmd
+    from .train import train_cmd
 
     main.add_command(import_cmd)
     main.add_command(diff_cmd)
     main.add_command(generate_cmd)
     main.add_command(mask_cmd)
+    main.add_command(train_cmd)
 
 
 _register_commands()

@@ -1,0 +1,173 @@
+"""`zoo train`: train a spec on text, JSONL or TSV files (alone or under torchrun)."""
+
+from __future__ import annotations
+
+import click
+
+from .main import SET_OPTION, parse_sets, spec_source
+
+
+def train_options(f):  # noqa: ANN001, ANN201 - a click decorator stack
+    """Options shared by `zoo train` and `zoo compare`."""
+    from archzoo.training.config import DTYPES
+    from archzoo.training.schedule import SCHEDULES
+
+    d = _defaults()
+    opts = [
+        click.option(
+            "--data",
+            "data",
+            multiple=True,
+            required=True,
+            metavar="PATH",
+            help='Text, JSONL ({"text": ...} per line) or TSV (source<TAB>target) file or directory; repeatable.',
+        ),
+        click.option(
+            "--tokenizer",
+            default="bytes",
+            show_default=True,
+            metavar="bytes|FILE",
+            help="`bytes` (UTF-8 bytes, 260 ids) or a tokenizer.json.",
+        ),
+        click.option("--steps", type=click.IntRange(min=1), default=d.steps, show_default=True),
+        click.option(
+            "--batch",
+            type=click.IntRange(min=1),
+            default=d.batch,
+            show_default=True,
+            help="Sequences per optimizer step (all processes and micro-batches together).",
+        ),
+        click.option(
+            "--accum",
+            type=click.IntRange(min=1),
+            default=d.accum,
+            show_default=True,
+            help="Micro-batches per step (gradient accumulation).",
+        ),
+        click.option("--seq-len", type=click.IntRange(min=1), default=d.seq_len, show_default=True),
+        click.option(
+            "--lr", type=float, default=d.lr, show_default=True, help="Peak learning rate."
+        ),
+        click.option(
+            "--schedule", type=click.Choice(SCHEDULES), default=d.schedule, show_default=True
+        ),
+        click.option(
+            "--warmup",
+            type=click.IntRange(min=0),
+            default=d.warmup,
+            show_default=True,
+            help="Linear warm-up steps.",
+        ),
+        click.option(
+            "--min-lr-ratio",
+            type=float,
+            default=d.min_lr_ratio,
+            show_default=True,
+            help="Where cosine ends, as a share of --lr.",
+        ),
+        click.option("--label-smoothing", type=float, default=d.label_smoothing, show_default=True),
+        click.option("--weight-decay", type=float, default=d.weight_decay, show_default=True),
+        click.option(
+            "--beta2", type=float, default=d.beta2, show_default=True, help="AdamW beta2."
+        ),
+        click.option(
+            "--clip",
+            type=float,
+            default=d.clip,
+            show_default=True,
+            help="Max gradient norm (0: no clipping).",
+        ),
+        click.option(
+            "--dtype", type=click.Choice(list(DTYPES)), default=d.dtype, show_default=True
+        ),
+        click.option(
+            "--device", help="cpu, cuda, cuda:1 ... (default: this rank's GPU, else CPU)."
+        ),
+        click.option(
+            "--eval-every", type=click.IntRange(min=1), default=d.eval_every, show_default=True
+        ),
+        click.option(
+            "--eval-examples",
+            type=click.IntRange(min=1),
+            default=d.eval_examples,
+            show_default=True,
+            help="Held-out sequences per evaluation.",
+        ),
+        click.option(
+            "--eval-fraction",
+            type=float,
+            default=d.eval_fraction,
+            show_default=True,
+            help="Share of the data held out.",
+        ),
+        click.option("--no-progress", is_flag=True, help="No progress bar."),
+        SET_OPTION,
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def _defaults():  # noqa: ANN202
+    from archzoo.training import TrainConfig
+
+    return TrainConfig()
+
+
+def make_config(out: str, options: dict, **extra):  # noqa: ANN001, ANN003, ANN201
+    """A TrainConfig from the parsed click options."""
+    from archzoo.training import TrainConfig
+
+    opts = {k: v for k, v in options.items() if k not in ("sets", "no_progress")}
+    opts["data"] = list(opts["data"])
+    return TrainConfig(out=out, progress=not options["no_progress"], **opts, **extra)
+
+
+@click.command("train")
+@click.argument("spec", metavar="NAME|FILE")
+@train_options
+@click.option(
+    "--out",
+    default="run",
+    show_default=True,
+    metavar="DIR",
+    help="Run directory: metrics.jsonl, checkpoint.safetensors, model.safetensors.",
+)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--save-every",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Checkpoint every N steps (a killed run loses at most N - 1 steps).",
+)
+@click.option("--stop-at", type=click.IntRange(min=1), help="Stop after this step (resume later).")
+@click.option("--resume", is_flag=True, help="Continue the run in --out from its checkpoint.")
+@click.option("--fsdp", is_flag=True, help="Under torchrun: shard with FSDP2 instead of DDP.")
+def train_cmd(
+    spec: str,
+    out: str,
+    seed: int,
+    save_every: int,
+    stop_at: int | None,
+    resume: bool,
+    fsdp: bool,
+    **options,
+) -> None:  # noqa: ANN003
+    """Train a model: causal LM (decoders), MLM (encoders), denoising or pairs (encoder-decoders)."""
+    from archzoo.training import train
+
+    cfg = make_config(
+        out, options, seed=seed, save_every=save_every, stop_at=stop_at, resume=resume, fsdp=fsdp
+    )
+    result = train(spec_source(spec), cfg, parse_sets(options["sets"]))
+    history = result["history"]
+    if not history or (result.get("rank", 0) != 0):
+        return
+    last = history[-1]
+    evals = [h for h in history if "eval_loss" in h]
+    line = f"step {last['step']}: loss {last['loss']:.4f}"
+    if evals:
+        line += f", eval loss {evals[-1]['eval_loss']:.4f} (perplexity {evals[-1]['eval_perplexity']:.2f})"
+    click.echo(f"{line}, {last['tokens_per_s']:,.0f} tokens/s")
+    click.echo(f"wrote {result['out']}/metrics.jsonl and checkpoint.safetensors")

@@ -1,0 +1,101 @@
+"""Training checkpoints as one safetensors file: model, optimizer, scheduler and data position.
+
+Full (unsharded) state dicts come from torch.distributed.checkpoint's state_dict helpers, so a
+plain, DDP or FSDP2 model writes the same file and can resume under either.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+from torch import nn
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
+
+FORMAT = "archzoo-train-1"
+CHECKPOINT = "checkpoint.safetensors"
+FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
+
+
+def full_model_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The whole model's tensors on CPU (gathered across ranks under FSDP; rank 0 gets them)."""
+    return get_model_state_dict(model, options=FULL)
+
+
+def save_checkpoint(
+    path: Path,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    *,
+    step: int,
+    info: dict[str, Any],
+    write: bool,
+) -> None:
+    """Write the training state at `step` atomically (every rank must call; `write` on one)."""
+    model_sd = full_model_state(model)
+    optim_sd = get_optimizer_state_dict(model, optimizer, options=FULL)
+    if not write:
+        return
+    tensors = {f"model.{k}": v.detach().contiguous().clone() for k, v in model_sd.items()}
+    for fqn, state in optim_sd["state"].items():
+        for key, value in state.items():
+            t = value if torch.is_tensor(value) else torch.tensor(value)
+            tensors[f"optim.{fqn}.{key}"] = t.detach().contiguous().clone()
+    metadata = {
+        "format": FORMAT,
+        "step": str(step),
+        "info": json.dumps(info),
+        "param_groups": json.dumps(optim_sd["param_groups"]),
+        "scheduler": json.dumps(scheduler.state_dict()),
+    }
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    save_file(tensors, str(tmp), metadata=metadata)
+    os.replace(tmp, path)
+
+
+def read_info(path: Path) -> tuple[int, dict[str, Any]]:
+    """The step and run description stored in a checkpoint, without loading tensors."""
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+    except Exception as exc:  # safetensors raises its own error types
+        raise ValueError(f"{path}: not a readable checkpoint ({exc})") from None
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"{path}: not an archzoo training checkpoint")
+    return int(meta["step"]), json.loads(meta["info"])
+
+
+def load_checkpoint(
+    path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any
+) -> int:
+    """Restore model, optimizer and scheduler in place; returns the step to continue after."""
+    model_sd: dict[str, torch.Tensor] = {}
+    optim_state: dict[str, dict[str, torch.Tensor]] = {}
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata()
+        for name in f.keys():  # noqa: SIM118 - safe_open is not a mapping
+            part, rest = name.split(".", 1)
+            if part == "model":
+                model_sd[rest] = f.get_tensor(name)
+            else:
+                fqn, key = rest.rsplit(".", 1)
+                optim_state.setdefault(fqn, {})[key] = f.get_tensor(name)
+    set_model_state_dict(model, model_sd, options=StateDictOptions(full_state_dict=True))
+    optim_sd = {"state": optim_state, "param_groups": json.loads(meta["param_groups"])}
+    set_optimizer_state_dict(
+        model, optimizer, optim_sd, options=StateDictOptions(full_state_dict=True)
+    )
+    scheduler.load_state_dict(json.loads(meta["scheduler"]))
+    return int(meta["step"])

@@ -1,0 +1,112 @@
+"""Training options and the checks made before any training starts."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from ..spec import Spec
+from .schedule import SCHEDULES
+from .tokenizer import Tokenizer
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# options that may change when resuming (they do not change what the remaining steps compute)
+RESUMABLE = {"steps", "out", "resume", "save_every", "eval_every", "stop_at", "progress", "fsdp"}
+
+
+@dataclass
+class TrainConfig:
+    """Options of one training run (the CLI's flags; `batch` counts sequences per step)."""
+
+    data: list[str] = field(default_factory=list)
+    out: str = "run"
+    tokenizer: str = "bytes"
+    steps: int = 1000
+    batch: int = 8  # sequences per optimizer step, over all ranks and micro-batches
+    accum: int = 1  # micro-batches per optimizer step (gradient accumulation)
+    seq_len: int = 128
+    lr: float = 3e-4
+    schedule: str = "cosine"
+    warmup: int = 100
+    min_lr_ratio: float = 0.1  # cosine ends at lr * min_lr_ratio
+    label_smoothing: float = 0.0
+    weight_decay: float = 0.01
+    beta1: float = 0.9
+    beta2: float = 0.999
+    clip: float = 1.0  # max gradient norm; 0 disables clipping
+    dtype: str = "float32"
+    device: str | None = None
+    seed: int = 0
+    eval_every: int = 100
+    eval_examples: int = 64  # held-out sequences per evaluation
+    eval_fraction: float = 0.01  # share of the data held out
+    save_every: int = 100
+    stop_at: int | None = None  # stop after this step as if interrupted (resume later)
+    resume: bool = False
+    fsdp: bool = False
+    progress: bool = True
+    data_cache: str | None = None  # where token files go (default OUT/data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_config(cfg: TrainConfig, world: int) -> None:
+    """Option values that make no sense on their own."""
+    positive = ("steps", "batch", "accum", "seq_len", "eval_every", "save_every", "eval_examples")
+    for name in positive:
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
+    if cfg.schedule not in SCHEDULES:
+        raise ValueError(f"--schedule {cfg.schedule!r}: expected one of {', '.join(SCHEDULES)}")
+    if cfg.dtype not in DTYPES:
+        raise ValueError(f"--dtype {cfg.dtype!r}: expected one of {', '.join(DTYPES)}")
+    if not 0.0 <= cfg.label_smoothing < 1.0:
+        raise ValueError(f"--label-smoothing must be in [0, 1), got {cfg.label_smoothing}")
+    if not 0.0 < cfg.eval_fraction < 1.0:
+        raise ValueError(f"--eval-fraction must be in (0, 1), got {cfg.eval_fraction}")
+    if cfg.batch % (cfg.accum * world):
+        raise ValueError(
+            f"--batch {cfg.batch} must be a multiple of --accum {cfg.accum} x {world} processes"
+        )
+
+
+def check_spec(spec: Spec, cfg: TrainConfig, tok: Tokenizer) -> None:
+    """The spec can take sequences of --seq-len and every id the tokenizer makes."""
+    for which in spec.stacks():
+        max_len = spec.stack(which)["max_len"]
+        if cfg.seq_len > max_len:
+            raise ValueError(
+                f"--seq-len {cfg.seq_len} is above the {which} max_len {max_len} of spec "
+                f"{spec.name!r} (lower --seq-len or --set max_len={cfg.seq_len})"
+            )
+        vocab = spec.stack(which)["vocab_size"]
+        if tok.vocab_size > vocab:
+            raise ValueError(
+                f"--tokenizer {tok.name} has {tok.vocab_size:,} ids but spec {spec.name!r} has "
+                f"vocab_size {vocab:,} ({which}); use a matching tokenizer or "
+                f"--set vocab_size={tok.vocab_size}"
+            )
+
+
+def check_resume(saved: dict[str, Any], spec: Spec, cfg: TrainConfig, path: str) -> None:
+    """A resumed run must be the same spec and the same run options as the saved one."""
+    if saved["spec"] != spec.to_dict():
+        old, new = saved["spec"], spec.to_dict()
+        keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+        raise ValueError(
+            f"--resume {path}: the checkpoint is from spec {old.get('name')!r}, not "
+            f"{spec.name!r} as given (differs in: {', '.join(keys)})"
+        )
+    now = cfg.to_dict()
+    changed = [
+        f"--{k.replace('_', '-')} was {v!r}, now {now.get(k)!r}"
+        for k, v in saved["config"].items()
+        if k not in RESUMABLE and now.get(k) != v
+    ]
+    if changed:
+        raise ValueError(
+            f"--resume {path}: options differ from the saved run: {'; '.join(changed)}"
+        )

@@ -1,0 +1,318 @@
+"""The training loop: one process, or one rank of a torchrun job (DDP or FSDP2)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from contextlib import nullcontext
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ..builder import build_model
+from ..spec import Spec, load_spec
+from ..weights import save
+from .checkpoint import CHECKPOINT, full_model_state, load_checkpoint, read_info, save_checkpoint
+from .config import DTYPES, TrainConfig, check_config, check_resume, check_spec
+from .data import check_sources, is_pairs, prepare_pairs, prepare_stream
+from .measure import PeakMemory, train_flops_per_token
+from .objectives import (
+    IGNORE,
+    CausalLM,
+    Denoising,
+    MaskedLM,
+    Objective,
+    Translation,
+    step_generator,
+    token_loss,
+)
+from .schedule import lr_factor
+from .tokenizer import Tokenizer, load_tokenizer
+
+METRICS = "metrics.jsonl"
+
+
+class Ranks:
+    """This process's place in a torchrun job (rank 0 of 1 when run alone)."""
+
+    def __init__(self) -> None:
+        self.owned = int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized()
+        if self.owned:  # under torchrun: the launcher's env:// rendezvous, nothing home-made
+            dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        self.on = dist.is_initialized()
+        self.rank = dist.get_rank() if self.on else 0
+        self.world = dist.get_world_size() if self.on else 1
+        self.local = int(os.environ.get("LOCAL_RANK", "0"))
+
+    def sum(self, t: torch.Tensor) -> torch.Tensor:
+        if self.on:
+            dist.all_reduce(t)
+        return t
+
+    def barrier(self) -> None:
+        if self.on:
+            dist.barrier()
+
+    def close(self) -> None:
+        """End the process group if this run started it."""
+        if self.owned:
+            dist.destroy_process_group()
+
+
+def make_objective(
+    spec: Spec, cfg: TrainConfig, tok: Tokenizer, files: list[Path], cache: Path
+) -> Objective:
+    """The objective of the spec's family, over the tokenised data."""
+    args = (cfg.seq_len, cfg.seed, cfg.eval_fraction, tok.specials)
+    if spec.family == "decoder":
+        return CausalLM(prepare_stream(files, tok, cache), *args)
+    if spec.family == "encoder":
+        return MaskedLM(prepare_stream(files, tok, cache), *args, tok.n_regular)
+    sp = tok.specials
+    start = next((i for i in (sp.bos, sp.pad, sp.eos) if i is not None), None)
+    if start is None:
+        raise ValueError(f"--tokenizer {tok.name}: no bos, pad or eos token to start decoding with")
+    if is_pairs(files):
+        return Translation(prepare_pairs(files, tok, cache), *args, start)
+    return Denoising(prepare_stream(files, tok, cache), *args, start)
+
+
+def wrap(model: nn.Module, ranks: Ranks, fsdp: bool) -> nn.Module:
+    """DDP, or FSDP2 with each block sharded and then the whole model."""
+    if not ranks.on:
+        return model
+    if not fsdp:
+        return nn.parallel.DistributedDataParallel(model)
+    from torch.distributed.fsdp import fully_shard
+
+    for stack in (model.encoder, model.decoder):
+        for block in stack.blocks if stack is not None else []:
+            fully_shard(block)
+    fully_shard(model)
+    return model
+
+
+def optimizer_for(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW; weight decay on matrices only (not on biases, norms' gains)."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    groups = [
+        {"params": decay, "weight_decay": cfg.weight_decay},
+        {"params": rest, "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
+
+
+def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def _logits(model: nn.Module, inputs: dict[str, torch.Tensor], vocab: int) -> torch.Tensor:
+    logits = model(**inputs).logits
+    if logits is None or logits.shape[-1] != vocab:
+        raise ValueError(
+            "the spec's head makes no vocabulary logits, so it cannot be trained on text"
+        )
+    return logits
+
+
+def _progress(cfg: TrainConfig, start: int, show: bool):  # noqa: ANN202 - a tqdm bar
+    from tqdm.auto import tqdm
+
+    return tqdm(
+        total=cfg.stop_at or cfg.steps,
+        initial=start,
+        unit="step",
+        disable=not show,
+        dynamic_ncols=True,
+    )
+
+
+def train(spec: Any, cfg: TrainConfig, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Train `spec` (name, path, dict, Spec) as `cfg` says; returns a summary of the run."""
+    ranks = Ranks()
+    try:
+        return _train(ranks, spec, cfg, overrides)
+    finally:
+        ranks.close()
+
+
+def _train(
+    ranks: Ranks, spec: Any, cfg: TrainConfig, overrides: dict[str, Any] | None
+) -> dict[str, Any]:
+    spec = load_spec(spec, overrides)
+    cfg = replace(cfg, data=[str(Path(p).resolve()) for p in cfg.data])
+    check_config(cfg, ranks.world)
+    files = check_sources(cfg.data)
+    tok = load_tokenizer(cfg.tokenizer)
+    check_spec(spec, cfg, tok)
+    out = Path(cfg.out)
+    ckpt = out / CHECKPOINT
+    info = {"spec": spec.to_dict(), "config": cfg.to_dict()}
+    start = 0
+    if cfg.resume:
+        if not ckpt.is_file():
+            raise ValueError(f"--resume: {out} holds no {CHECKPOINT} to resume from")
+        start, saved = read_info(ckpt)
+        check_resume(saved, spec, cfg, str(out))
+    elif ckpt.is_file():
+        raise ValueError(f"--out {out} already holds a run; pass --resume or choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    cache = Path(cfg.data_cache) if cfg.data_cache else out / "data"
+    if ranks.local == 0:  # one tokeniser per machine; the others wait and then map the files
+        objective = make_objective(spec, cfg, tok, files, cache)
+    ranks.barrier()
+    if ranks.local != 0:
+        objective = make_objective(spec, cfg, tok, files, cache)
+    n_eval = objective.eval_examples(cfg.eval_examples)
+    if n_eval < 1:
+        raise ValueError(
+            "--data: the held-out split is too small for one evaluation example; raise --eval-fraction"
+        )
+
+    device = torch.device(
+        cfg.device or (f"cuda:{ranks.local}" if torch.cuda.is_available() else "cpu")
+    )
+    torch.manual_seed(cfg.seed)  # the same initial weights on every rank
+    model = build_model(spec, device=device, dtype=DTYPES[cfg.dtype])
+    flops = train_flops_per_token(model, cfg.seq_len)
+    params = model.num_parameters()
+    vocab = spec.data["vocab_size"]
+    net = wrap(model, ranks, cfg.fsdp)
+    opt = optimizer_for(net, cfg)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda e: lr_factor(cfg.schedule, cfg.warmup, cfg.steps, cfg.min_lr_ratio)(e + 1)
+    )
+    if cfg.resume:
+        start = load_checkpoint(ckpt, net, opt, sched)
+    lead = ranks.rank == 0
+    metrics_path = out / METRICS
+    if lead:
+        _truncate_metrics(metrics_path, start)
+
+    micro = cfg.batch // (cfg.accum * ranks.world)
+
+    def rows(m: int) -> slice:  # this rank's rows of micro-batch m in the step's global batch
+        first = (m * ranks.world + ranks.rank) * micro
+        return slice(first, first + micro)
+
+    def evaluate() -> tuple[float, float]:
+        """Mean loss over the held-out examples, split over ranks (same set at any world size)."""
+        model.eval()  # DDP's wrapper is not needed without gradients; FSDP2 hooks live on model
+        total = torch.zeros(2, dtype=torch.float64)
+        mine = torch.arange(ranks.rank, n_eval, ranks.world)
+        rounds = math.ceil(math.ceil(n_eval / ranks.world) / micro)  # equal on every rank
+        with torch.no_grad():
+            for r in range(rounds):
+                chunk = mine[r * micro : (r + 1) * micro]
+                weight = 1.0 if len(chunk) else 0.0  # FSDP2 ranks must all run each forward
+                batch = objective.eval_batch(
+                    chunk if len(chunk) else torch.zeros(1, dtype=torch.long)
+                )
+                labels = batch.pop("labels").to(device)
+                logits = _logits(model, _to(batch, device), vocab)
+                count = (labels != IGNORE).sum()
+                total += weight * torch.stack([token_loss(logits, labels), count]).double().cpu()
+        model.train()
+        loss_sum, count = ranks.sum(total).tolist()
+        mean = loss_sum / max(count, 1)
+        return mean, math.exp(min(mean, 700))
+
+    end = min(cfg.stop_at or cfg.steps, cfg.steps)
+    memory = PeakMemory(device)
+    bar = _progress(cfg, start, lead and cfg.progress)
+    history: list[dict[str, Any]] = []
+    tokens_per_step = cfg.batch * cfg.seq_len
+    t0 = time.perf_counter()
+    net.train()
+    for step in range(start + 1, end + 1):
+        torch.manual_seed(step_generator(cfg.seed, step, ranks.rank).initial_seed())  # dropout
+        batches = [objective.train_batch(step, cfg.batch, rows(m)) for m in range(cfg.accum)]
+        count = ranks.sum(
+            torch.stack([(b["labels"] != IGNORE).sum() for b in batches]).sum().double()
+        )
+        count = count.clamp(min=1).item()
+        loss_sum = torch.zeros((), dtype=torch.float64)
+        for m, batch in enumerate(batches):
+            sync = m == cfg.accum - 1 or not isinstance(net, nn.parallel.DistributedDataParallel)
+            with nullcontext() if sync else net.no_sync():
+                labels = batch.pop("labels").to(device)
+                loss = token_loss(
+                    _logits(net, _to(batch, device), vocab), labels, cfg.label_smoothing
+                )
+                (loss * (ranks.world / count)).backward()
+            loss_sum += loss.detach().double().cpu()
+        norm = nn.utils.clip_grad_norm_(net.parameters(), cfg.clip if cfg.clip > 0 else math.inf)
+        norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
+        lr = opt.param_groups[0]["lr"]
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        train_loss = ranks.sum(loss_sum).item() / count
+        elapsed = time.perf_counter() - t0
+        record = {
+            "step": step,
+            "loss": train_loss,
+            "lr": lr,
+            "grad_norm": float(norm),
+            "tokens": step * tokens_per_step,
+            "tokens_per_s": (step - start) * tokens_per_step / elapsed,
+        }
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            record["eval_loss"], record["eval_perplexity"] = evaluate()
+        history.append(record)
+        if lead:
+            with open(metrics_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+        bar.set_postfix_str(f"loss {train_loss:.4f}, {record['tokens_per_s']:,.0f} tok/s")
+        bar.update(1)
+        if step % cfg.save_every == 0 or step == end:
+            save_checkpoint(ckpt, net, opt, sched, step=step, info=info, write=lead)
+    bar.close()
+    if end == cfg.steps:
+        _save_model(spec, net, out / "model.safetensors", lead)
+    ranks.barrier()
+    return {
+        "name": spec.name,
+        "rank": ranks.rank,
+        "params": params,
+        "flops_per_token": flops,
+        "tokens_per_s": history[-1]["tokens_per_s"] if history else None,
+        "peak_memory": memory.peak_bytes(),
+        "history": history,
+        "out": str(out),
+    }
+
+
+def _save_model(spec: Spec, net: nn.Module, path: Path, lead: bool) -> None:
+    """The trained weights as an archzoo model file (loadable with archzoo.load)."""
+    state = full_model_state(net)
+    if lead:
+        dtype = next(iter(state.values())).dtype
+        model = build_model(spec, device="cpu", dtype=dtype)
+        model.load_state_dict(state)
+        save(model, path)
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Drop records after the checkpoint we resume from (a killed run may have logged more)."""
+    if not path.is_file():
+        return
+    keep = [
+        line
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip() and json.loads(line)["step"] <= step
+    ]
+    path.write_text("".join(line + "\n" for line in keep), encoding="utf-8")
+
+
+def read_metrics(out: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The records of DIR/metrics.jsonl."""
+    lines = (Path(out) / METRICS).read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]

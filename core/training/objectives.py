@@ -1,0 +1,248 @@
+"""Training objectives: what a batch is for each family (causal LM, MLM, denoising, pairs).
+
+A step's batch is a function of (seed, step) alone: every rank draws the same global batch
+plan and reads only its own rows, so any split over ranks and micro-batches sees the same data.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .data import PairData, TokenStream
+from .tokenizer import Specials
+
+IGNORE = -100
+MASK_RATE = 0.15  # BERT: 15% of tokens are predicted; of those 80% [MASK], 10% random, 10% kept
+
+
+def step_generator(seed: int, *keys: int) -> torch.Generator:
+    """A CPU generator seeded from the run seed and integer keys (step, eval batch...)."""
+    value = seed
+    for k in keys:
+        value = (value * 1_000_003 + k + 1) % (1 << 63)
+    return torch.Generator().manual_seed(value)
+
+
+def token_loss(logits: Tensor, labels: Tensor, smoothing: float = 0.0) -> Tensor:
+    """Summed cross-entropy over labels that are not -100 (label smoothing as in torch)."""
+    return F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]).float(),  # (B*T, V)
+        labels.reshape(-1),
+        ignore_index=IGNORE,
+        label_smoothing=smoothing,
+        reduction="sum",
+    )
+
+
+class Objective:
+    """Draws batches of model inputs plus `labels` from a train split and a held-out split."""
+
+    name = ""
+
+    def __init__(self, seq_len: int, seed: int, eval_fraction: float) -> None:
+        self.seq_len = seq_len
+        self.seed = seed
+        self.eval_fraction = eval_fraction
+
+    def train_batch(self, step: int, n_global: int, rows: slice) -> dict[str, Tensor]:
+        """The rows `rows` of step `step`'s global batch of `n_global` examples."""
+        raise NotImplementedError
+
+    def eval_examples(self, limit: int) -> int:
+        """How many held-out examples evaluation uses (at most `limit`)."""
+        raise NotImplementedError
+
+    def eval_batch(self, index: Tensor) -> dict[str, Tensor]:
+        """Held-out examples by their indices."""
+        raise NotImplementedError
+
+
+class StreamObjective(Objective):
+    """Windows cut from a token stream; the last `eval_fraction` of it is held out."""
+
+    window = 0  # tokens per example
+
+    def __init__(
+        self, data: TokenStream, seq_len: int, seed: int, eval_fraction: float, specials: Specials
+    ) -> None:
+        super().__init__(seq_len, seed, eval_fraction)
+        self.tokens = data.tokens
+        self.specials = specials
+        n = len(data)
+        n_eval = max(int(n * eval_fraction), self.window)
+        self.n_train = n - n_eval
+        if self.n_train < self.window:
+            raise ValueError(
+                f"--data: {n:,} tokens are too few for --seq-len {seq_len} with a held-out "
+                f"split of {eval_fraction:g}: need at least {2 * self.window + 1:,} tokens"
+            )
+
+    def _windows(self, starts: Tensor) -> Tensor:
+        return torch.stack([self.tokens[s : s + self.window] for s in starts.tolist()]).long()
+
+    def train_batch(self, step: int, n_global: int, rows: slice) -> dict[str, Tensor]:
+        g = step_generator(self.seed, step)
+        starts = torch.randint(0, self.n_train - self.window + 1, (n_global,), generator=g)
+        return self.make(self._windows(starts[rows]), g, n_global, rows)
+
+    def eval_examples(self, limit: int) -> int:
+        self.n_eval = min(limit, (len(self.tokens) - self.n_train) // self.window)
+        return self.n_eval
+
+    def eval_batch(self, index: Tensor) -> dict[str, Tensor]:
+        g = step_generator(self.seed, -1)  # the same held-out masks at every evaluation
+        x = self._windows(self.n_train + index * self.window)
+        return self.make(x, g, self.n_eval, index)
+
+    def make(self, x: Tensor, g: torch.Generator, n_global: int, rows: slice | Tensor) -> dict:
+        raise NotImplementedError
+
+
+class CausalLM(StreamObjective):
+    """Next-token prediction: inputs are a window's first T tokens, labels the last T."""
+
+    name = "causal_lm"
+
+    def __init__(
+        self, data: TokenStream, seq_len: int, seed: int, eval_fraction: float, specials: Specials
+    ) -> None:
+        self.window = seq_len + 1
+        super().__init__(data, seq_len, seed, eval_fraction, specials)
+
+    def make(self, x: Tensor, g: torch.Generator, n_global: int, rows: slice | Tensor) -> dict:
+        return {"input_ids": x[:, :-1], "labels": x[:, 1:]}  # (b, T) each
+
+
+def _special_ids(specials: Specials) -> Tensor:
+    return torch.tensor([i for i in vars(specials).values() if i is not None], dtype=torch.long)
+
+
+class MaskedLM(StreamObjective):
+    """BERT's MLM: 15% of (non-special) tokens predicted; 80% become mask, 10% random, 10% kept."""
+
+    name = "mlm"
+
+    def __init__(
+        self,
+        data: TokenStream,
+        seq_len: int,
+        seed: int,
+        eval_fraction: float,
+        specials: Specials,
+        n_regular: int,
+    ) -> None:
+        if specials.mask is None:
+            raise ValueError(
+                "--tokenizer: masked-LM training needs a mask token ([MASK] or <mask>)"
+            )
+        self.window = seq_len
+        self.n_regular = n_regular
+        super().__init__(data, seq_len, seed, eval_fraction, specials)
+
+    def make(self, x: Tensor, g: torch.Generator, n_global: int, rows: slice | Tensor) -> dict:
+        T = self.window  # draws for all n_global rows, so each rank's rows match one process
+        pick = torch.rand(n_global, T, generator=g)[rows]
+        how = torch.rand(n_global, T, generator=g)[rows]
+        rand_ids = torch.randint(0, self.n_regular, (n_global, T), generator=g)[rows]
+        pick = (pick < MASK_RATE) & ~torch.isin(x, _special_ids(self.specials))
+        inputs = torch.where(pick & (how < 0.8), self.specials.mask, x)
+        inputs = torch.where(pick & (how >= 0.8) & (how < 0.9), rand_ids, inputs)
+        return {"input_ids": inputs, "labels": torch.where(pick, x, IGNORE)}
+
+
+class Denoising(StreamObjective):
+    """Encoder-decoder denoising: the encoder sees the window with 15% masked, the decoder
+    rebuilds it with teacher forcing (inputs are the labels shifted right behind a start id)."""
+
+    name = "denoising"
+
+    def __init__(
+        self,
+        data: TokenStream,
+        seq_len: int,
+        seed: int,
+        eval_fraction: float,
+        specials: Specials,
+        start_id: int,
+    ) -> None:
+        if specials.mask is None:
+            raise ValueError(
+                "--tokenizer: denoising training needs a mask token ([MASK] or <mask>)"
+            )
+        self.window = seq_len
+        self.start_id = start_id
+        super().__init__(data, seq_len, seed, eval_fraction, specials)
+
+    def make(self, x: Tensor, g: torch.Generator, n_global: int, rows: slice | Tensor) -> dict:
+        pick = torch.rand(n_global, self.window, generator=g)[rows] < MASK_RATE
+        source = torch.where(pick, self.specials.mask, x)
+        start = torch.full_like(x[:, :1], self.start_id)
+        return {
+            "input_ids": source,
+            "decoder_input_ids": torch.cat([start, x[:, :-1]], dim=1),  # (b, T) teacher forcing
+            "labels": x,
+        }
+
+
+class Translation(Objective):
+    """Source/target pairs with teacher forcing: the decoder reads `start + target[:-1]`."""
+
+    name = "pairs"
+
+    def __init__(
+        self,
+        data: PairData,
+        seq_len: int,
+        seed: int,
+        eval_fraction: float,
+        specials: Specials,
+        start_id: int,
+    ) -> None:
+        super().__init__(seq_len, seed, eval_fraction)
+        self.data = data
+        self.start_id = start_id
+        self.eos = specials.eos
+        self.pad = specials.pad if specials.pad is not None else 0
+        n = len(data)
+        n_eval = max(int(n * eval_fraction), 1)
+        self.n_train = n - n_eval
+        if self.n_train < 1:
+            raise ValueError(f"--data: {n} source/target pairs are too few (need at least 2)")
+
+    def train_batch(self, step: int, n_global: int, rows: slice) -> dict[str, Tensor]:
+        g = step_generator(self.seed, step)
+        index = torch.randint(0, self.n_train, (n_global,), generator=g)
+        return self._batch(index[rows].tolist())
+
+    def eval_examples(self, limit: int) -> int:
+        return min(limit, len(self.data) - self.n_train)
+
+    def eval_batch(self, index: Tensor) -> dict[str, Tensor]:
+        return self._batch((self.n_train + index).tolist())
+
+    def _batch(self, pairs: list[int]) -> dict[str, Tensor]:
+        T = self.seq_len
+        b = len(pairs)
+        src = torch.full((b, T), self.pad, dtype=torch.long)
+        src_mask = torch.zeros(b, T, dtype=torch.long)
+        dec = torch.full((b, T), self.pad, dtype=torch.long)
+        labels = torch.full((b, T), IGNORE, dtype=torch.long)
+        for r, i in enumerate(pairs):
+            s, t = self.data.pair(i)
+            s = s[:T]
+            if self.eos is not None:
+                t = torch.cat([t, torch.tensor([self.eos])])
+            t = t[:T]
+            src[r, : len(s)] = s
+            src_mask[r, : max(len(s), 1)] = 1  # an empty source still attends to one pad
+            labels[r, : len(t)] = t
+            dec[r, 0] = self.start_id
+            dec[r, 1 : len(t)] = t[:-1]
+        return {
+            "input_ids": src,
+            "attention_mask": src_mask,
+            "decoder_input_ids": dec,
+            "labels": labels,
+        }
