@@ -9,7 +9,7 @@ import click
 import archzoo
 from archzoo.safe_write import check_out_path
 
-from .main import build_report, emit_json, print_build
+from .common import build_report, emit_json, print_build
 
 
 @click.command("import")

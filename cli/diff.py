@@ -13,7 +13,7 @@ from archzoo.costs import model_costs
 from archzoo.spec import Spec
 from archzoo.spec_diff import change_text, cost_delta, layer_text, spec_diff
 
-from .main import SET_OPTION, UserError, emit_json, human, parse_sets, spec_source
+from .common import SET_OPTION, UserError, emit_json, human, parse_sets, spec_source
 
 
 def load_any_spec(source: str, overrides: dict[str, Any] | None = None) -> Spec:

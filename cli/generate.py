@@ -6,11 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-import torch
 
 import archzoo
 
-from .main import UserError
+from .common import UserError
 
 
 def load_model(source: str) -> tuple[Any, Path]:
@@ -60,6 +59,8 @@ def generate_cmd(
     seed: int | None,
 ) -> None:
     """Generate a continuation of PROMPT, printing text as it is produced."""
+    import torch
+
     model, directory = load_model(source)
     tokenizer = load_tokenizer(directory)
     ids = torch.tensor([tokenizer.encode(prompt).ids])

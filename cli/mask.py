@@ -6,52 +6,49 @@ import math
 import struct
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
-import torch
-from torch import Tensor
 
-import archzoo
-from archzoo.spec import component_config, parse_override, stack_dims
+from .common import SET_OPTION, load_spec
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 MAX_COLUMNS = 64  # terminal grid: at most this many cells per row
 MAX_PIXELS = 2048  # PNG: at most this many pixels per side
 
 
-def layer_keep(source: Any, overrides: dict, length: int, layer: int, stack: str | None) -> tuple:
+def layer_keep(
+    name: str, sets: tuple[str, ...], length: int, layer: int, stack: str | None
+) -> tuple[Tensor, str]:
     """The (length, length) bool mask of one layer's self-attention, and a description."""
-    spec = archzoo.load_spec(source, overrides)
+    import archzoo
+
+    spec = load_spec(name, sets)
     stacks = spec.stacks()
     which = stack or stacks[-1]
     if which not in stacks:
         raise click.BadParameter(
             f"{spec.name} has stacks {stacks}, not {which!r}", param_hint="--stack"
         )
-    layers = spec.layer_components(which)
-    if not 0 <= layer < len(layers):
-        raise click.BadParameter(f"{which} has layers 0..{len(layers) - 1}", param_hint="--layer")
-    comp = layers[layer]["attention"]
-    reg = archzoo.get_registry()
-    cls = reg.get("attention", comp["kind"])
-    with torch.device("meta"):
-        attention = cls(component_config(reg, "attention", comp), stack_dims(spec.stack(which)))
-    causal = which == "decoder"
-    keep = torch.ones(length, length, dtype=torch.bool)
-    if hasattr(attention, "make_pattern"):
-        from archzoo.plugins.attention.sparse import pattern_keep
-
-        pattern = attention.make_pattern(length, torch.device("cpu"))
-        keep = pattern_keep(pattern, length, length, causal=False, key_padding=None)[0]
-    if causal:
-        keep = keep & torch.ones(length, length, dtype=torch.bool).tril()
+    part = getattr(archzoo.build_model(spec, device="meta"), which)
+    if not 0 <= layer < len(part.layer_map):
+        raise click.BadParameter(
+            f"{which} has layers 0..{len(part.layer_map) - 1}", param_hint="--layer"
+        )
+    attention = part.blocks[part.layer_map[layer]].attention
+    causal = part.causal
+    keep = attention.keep_mask(length, causal=causal)
     mode = "causal" if causal else "bidirectional"
-    title = f"{spec.name} {which} layer {layer}: {comp['kind']} ({mode}), {length} tokens"
+    title = f"{spec.name} {which} layer {layer}: {attention.name} ({mode}), {length} tokens"
     return keep, title
 
 
 def pool(keep: Tensor, cells: int) -> Tensor:
     """Fraction of allowed pairs in each of (cells x cells) squares of a (n, n) mask."""
+    import torch
+
     n = keep.shape[0]
     size = math.ceil(n / cells)
     m = math.ceil(n / size)
@@ -96,21 +93,15 @@ def write_png(path: Path, pixels: Tensor) -> None:
 @click.option("--len", "length", type=click.IntRange(1, 65536), default=64, show_default=True)
 @click.option("--layer", type=int, default=0, show_default=True, help="Layer index.")
 @click.option("--stack", type=click.Choice(["encoder", "decoder"]), help="Default: the last.")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a spec key.")
+@SET_OPTION
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write a PNG.")
 def mask(
     name: str, length: int, layer: int, stack: str | None, sets: tuple[str, ...], out: Path | None
 ) -> None:
     """Show which keys each query of a layer may attend to (NAME: zoo name or spec file)."""
-    source = Path(name) if Path(name).is_file() else name
-    try:
-        keep, title = layer_keep(
-            source, dict(parse_override(s) for s in sets), length, layer, stack
-        )
-    except (archzoo.SpecError, ValueError) as exc:
-        err = click.ClickException(str(exc))
-        err.exit_code = 2
-        raise err from None
+    import torch
+
+    keep, title = layer_keep(name, sets, length, layer, stack)
     seen = keep.sum(-1).float()
     click.echo(f"{title}; keys per query: mean {seen.mean():.1f}, max {int(seen.max())}")
     if out is not None:

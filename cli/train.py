@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .main import SET_OPTION, parse_sets, spec_source
+from .common import SET_OPTION, parse_sets, spec_source
 
 
 def train_options(f):  # noqa: ANN001, ANN201 - a click decorator stack

@@ -9,10 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
+import torch
 from torch import Tensor, nn
 
 from .component import Component
-from .masks import AttentionMask
+from .masks import AttentionMask, causal_mask
 
 NormFactory = Callable[[], nn.Module]
 
@@ -212,6 +213,12 @@ class Attention(Component):
     def attention_flops(self, context: int, causal: bool) -> float:
         """FLOPs of one query's score and value products: 2 + 2 per key and query channel."""
         return 4 * self.dims.n_heads * self.dims.head_dim * self.keys_per_query(context, causal)
+
+    def keep_mask(self, length: int, *, causal: bool) -> Tensor:
+        """Bool (length, length): the keys each query of one unpadded sequence may attend to."""
+        if causal:
+            return causal_mask(length, length)
+        return torch.ones(length, length, dtype=torch.bool)
 
     def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:
         raise NotImplementedError

@@ -399,6 +399,11 @@ class SparseAttention(MultiHeadAttention):
         """The pattern for a sequence of `length` keys."""
         raise NotImplementedError
 
+    def keep_mask(self, length: int, *, causal: bool) -> Tensor:
+        """Bool (length, length): the pattern, and the causal triangle when `causal`."""
+        pattern = self.make_pattern(length, torch.device("cpu"))
+        return pattern_keep(pattern, length, length, causal=causal, key_padding=None)[0]
+
     def cache_layout(self) -> tuple[int, int, int | None]:
         return self.n_kv, self.head_dim, None  # every key cached; the pattern masks them
 

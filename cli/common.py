@@ -1,0 +1,182 @@
+"""What every `zoo` command shares: user errors, `--set` and spec sources, tables, JSON, reports.
+
+Commands import this module; it imports no command module (cli/ has no import cycle) and
+neither torch nor archzoo's core at import time, so `zoo --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from archzoo.spec import Spec
+
+
+class UserError(click.ClickException):
+    """A problem with what the user asked for: `Error: ...` on stderr, exit code 2."""
+
+    exit_code = 2
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean bad input (spec, plugin, weights, file), not a bug in archzoo."""
+    import archzoo
+
+    return (archzoo.SpecError, archzoo.RegistryError, archzoo.WeightsError, ValueError, OSError)
+
+
+SET_OPTION = click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a spec key (dotted, YAML value).",
+)
+
+
+def parse_sets(sets: tuple[str, ...]) -> dict[str, Any]:
+    """Turn repeated `--set KEY=VALUE` options into an overrides dict (later wins)."""
+    from archzoo.spec import parse_override
+
+    return dict(parse_override(s) for s in sets)
+
+
+def spec_source(name: str) -> Any:
+    """A path when `name` is an existing file (so ':' in it is not read as YAML), else the name."""
+    return Path(name) if Path(name).is_file() else name
+
+
+def load_spec(source: str, sets: tuple[str, ...] = ()) -> Spec:
+    """The resolved spec of a zoo name or spec file, with `--set` overrides applied."""
+    import archzoo
+
+    return archzoo.load_spec(spec_source(source), parse_sets(sets))
+
+
+# ---------------------------------------------------------------- output
+
+
+def human(n: int) -> str:
+    """124439808 -> '124.4M'."""
+    for size, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+def emit_json(data: Any) -> None:
+    """Print one JSON document."""
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+def table(rows: list[list[str]], header: list[str]) -> None:
+    """Print left-aligned columns; the last column is not padded."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
+    for row in [header, *rows]:
+        cells = [str(c).ljust(w) for c, w in zip(row, widths, strict=False)]
+        click.echo("  ".join([*cells, str(row[-1])]).rstrip())
+
+
+# ---------------------------------------------------------------- build reports
+
+
+def components_used(spec: Spec) -> dict[str, dict[str, list[str]]]:
+    """Per stack: each component key -> the component names it uses across layers."""
+    from archzoo.spec_fields import COMPONENT_KEYS
+
+    out: dict[str, dict[str, list[str]]] = {}
+    for which in spec.stacks():
+        cfg = spec.stack(which)
+        used = {k: [cfg[k]["kind"]] for k in ("embedding", "position", "sharing")}
+        for layer in spec.layer_components(which):
+            for key, comp in layer.items():
+                names = used.setdefault(key, [])
+                if comp["kind"] not in names:
+                    names.append(comp["kind"])
+        used["head"] = [spec.data["head"]["kind"]]
+        out[which] = {k: used[k] for k in COMPONENT_KEYS if k in used}
+    return out
+
+
+def part_breakdown(model: nn.Module) -> dict[str, dict[str, int]]:
+    """Parameter counts of each part's children, shared tensors counted once (first seen)."""
+    seen: set[int] = set()
+    out: dict[str, dict[str, int]] = {}
+
+    def count(params: Any) -> int:
+        n = 0
+        for p in params:
+            if id(p) not in seen:
+                seen.add(id(p))
+                n += p.numel()
+        return n
+
+    for part, module in model.named_children():
+        children = {name: count(child.parameters()) for name, child in module.named_children()}
+        own = count(module.parameters(recurse=False))
+        out[part] = {**children, **({"(own)": own} if own else {})}
+    return out
+
+
+def stack_sizes(spec: Spec) -> dict[str, dict[str, Any]]:
+    """Per stack: the sizes `zoo build` prints."""
+    keys = ("d_model", "n_layers", "n_heads", "head_dim", "d_ff", "vocab_size", "max_len")
+    return {w: {k: spec.stack(w)[k] for k in keys} for w in spec.stacks()}
+
+
+def build_report(model: Any, context: int | None = None) -> dict[str, Any]:
+    """Everything `zoo build` prints, as JSON-ready data (costs at `context` tokens)."""
+    from archzoo.costs import model_costs
+
+    summary = model.summary()
+    spec = model.spec
+    return {
+        **summary,
+        "params_human": human(summary["params"]),
+        **model_costs(model, context),
+        "dims": stack_sizes(spec),
+        "components": components_used(spec),
+        "breakdown": part_breakdown(model),
+        "spec": spec.to_dict(),
+    }
+
+
+def print_build(report: dict[str, Any]) -> None:
+    """The text form of a build report: totals, parts, sizes and components per stack."""
+    click.echo(f"{report['name']} ({report['family']})")
+    total = report["params"]
+    click.echo(f"parameters: {total:,} ({report['params_human']})")
+    for part, n in report["parts"].items():
+        click.echo(f"  {part:<14}{n:>16,}")
+        for child, m in report["breakdown"].get(part, {}).items():
+            if len(report["breakdown"][part]) > 1:
+                click.echo(f"    {child:<12}{m:>16,}")
+    for which, dims in report["dims"].items():
+        size = ", ".join(f"{k} {v}" for k, v in dims.items())
+        click.echo(f"{which}: {size}")
+        comps = report["components"][which]
+        click.echo("  components: " + " ".join(f"{k}={','.join(v)}" for k, v in comps.items()))
+    print_costs(report)
+
+
+def print_costs(report: dict[str, Any]) -> None:
+    """The cost lines of `zoo build`: FLOPs, KV cache and active parameters per token."""
+    flops = report["flops_per_token"]
+    line = f"forward FLOPs/token at context {report['context']:,}: {flops:,} ({human(flops)})"
+    by_stack = report["flops_per_token_by_stack"]
+    if len(by_stack) > 1:
+        line += " = " + " + ".join(f"{w} {human(n)}" for w, n in by_stack.items())
+    click.echo(line)
+    kv = report["kv_cache_bytes_per_token"]
+    if kv is not None:
+        sizes = ", ".join(f"{v:,} {dtype}" for dtype, v in kv.items())
+        click.echo(f"KV cache bytes/token: {sizes}")
+    if "params_active" in report:
+        n = report["params_active"]
+        click.echo(f"active parameters/token: {n:,} ({human(n)})")

@@ -1,0 +1,162 @@
+"""`zoo list`, `zoo plugins` and `zoo show`: what the registry and the zoo hold."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+import archzoo
+from archzoo.component import KINDS
+
+from .common import UserError, emit_json, human, spec_source, table, user_errors
+
+if TYPE_CHECKING:
+    from archzoo.component import Component
+
+
+def yaml_value(v: Any) -> str:
+    return json.dumps(v) if v is None or isinstance(v, bool) else repr(v)
+
+
+def print_component(cls: type[Component], plugin: str) -> None:
+    info = cls.describe()
+    click.echo(f"{cls.kind}:{cls.name}  (plugin {plugin})")
+    click.echo(f"  {info['summary']}")
+    click.echo("parameters:" if info["params"] else "parameters: none")
+    rows = [
+        ["  " + n, p["type"], yaml_value(p["default"]), p["doc"]] for n, p in info["params"].items()
+    ]
+    if rows:
+        table(rows, ["  name", "type", "default", "doc"])
+    caps = [k for k, v in info["capabilities"].items() if v]
+    click.echo(f"capabilities: {', '.join(caps) or 'none'}")
+
+
+def find_component(name: str) -> type[Component] | None:
+    """A component by 'kind:name' or a bare name unique across kinds; None if no component."""
+    reg = archzoo.get_registry()
+    if ":" in name:
+        kind, cname = name.split(":", 1)
+        return reg.get(kind, cname)
+    matches = [c for c in reg.components() if c.name == name]
+    if len(matches) > 1:
+        options = ", ".join(f"{c.kind}:{c.name}" for c in matches)
+        raise UserError(
+            f"{name!r} is ambiguous; it names several components: {options}; use KIND:NAME"
+        )
+    return matches[0] if matches else None
+
+
+def unknown_name(name: str) -> UserError:
+    reg = archzoo.get_registry()
+    known = archzoo.list_models() + [f"{c.kind}:{c.name}" for c in reg.components()]
+    known += sorted({c.name for c in reg.components()})
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+    return UserError(f"no model or component named {name!r}{hint}; try `zoo list`")
+
+
+def component_rows(kind: str | None) -> list[dict[str, Any]]:
+    reg = archzoo.get_registry()
+    return [
+        {
+            "kind": c.kind,
+            "name": c.name,
+            "plugin": reg.plugin_of(c.kind, c.name),
+            "summary": c.summary,
+        }
+        for c in reg.components(kind)
+    ]
+
+
+def print_components(rows: list[dict[str, Any]]) -> None:
+    table([list(r.values()) for r in rows], ["KIND", "NAME", "PLUGIN", "SUMMARY"])
+
+
+def model_rows() -> list[dict[str, Any]]:
+    """Every zoo model with family and parameter count, built on the meta device."""
+    rows = []
+    for name in archzoo.list_models():
+        try:
+            s = archzoo.build_model(name, device="meta").summary()
+            rows.append({"name": name, "family": s["family"], "params": s["params"]})
+        except user_errors() as exc:
+            rows.append({"name": name, "family": None, "params": None, "error": str(exc)})
+    return rows
+
+
+def print_models(rows: list[dict[str, Any]]) -> None:
+    body = [
+        [r["name"], r["family"], f"{r['params']:,}", human(r["params"])]
+        if r["params"] is not None
+        else [r["name"], "-", "-", f"error: {r['error']}"]
+        for r in rows
+    ]
+    table(body, ["NAME", "FAMILY", "PARAMS", ""])
+
+
+def plugin_rows() -> list[dict[str, Any]]:
+    return [dataclasses.asdict(p) for p in archzoo.get_registry().plugins.values()]
+
+
+def print_plugins(rows: list[dict[str, Any]]) -> None:
+    for p in rows:
+        dist = f"{p['distribution'] or '-'} {p['version'] or ''}".strip()
+        click.echo(f"{p['name']}  [{p['status']}]  from {dist}")
+        if p["error"]:
+            click.echo(f"  error: {p['error']}")
+        if p["components"]:
+            click.echo(f"  registered: {', '.join(p['components'])}")
+        for d in p["zoo_dirs"]:
+            click.echo(f"  zoo dir: {d}")
+
+
+@click.command("list")
+@click.argument(
+    "what", type=click.Choice(["components", "models", "plugins"]), default="components"
+)
+@click.option("--kind", type=click.Choice(list(KINDS)), help="Only components of this kind.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def list_cmd(what: str, kind: str | None, as_json: bool) -> None:
+    """List registered components (default), zoo models or plugins."""
+    if kind and what != "components":
+        raise click.UsageError("--kind only applies to `zoo list components`")
+    if what == "components":
+        rows, show = component_rows(kind), print_components
+    elif what == "models":
+        rows, show = model_rows(), print_models
+    else:
+        rows, show = plugin_rows(), print_plugins
+    if as_json:
+        return emit_json(rows)
+    show(rows)
+
+
+@click.command("plugins")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.pass_context
+def plugins_cmd(ctx: click.Context, as_json: bool) -> None:
+    """List plugins and their status (= zoo list plugins)."""
+    ctx.invoke(list_cmd, what="plugins", kind=None, as_json=as_json)
+
+
+@click.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of YAML/text.")
+def show_cmd(name: str, as_json: bool) -> None:
+    """Show a model's resolved spec or a component's parameters."""
+    if name in archzoo.list_models() or Path(name).is_file():
+        spec = archzoo.load_spec(spec_source(name))
+        return emit_json(spec.to_dict()) if as_json else click.echo(spec.to_yaml(), nl=False)
+    cls = find_component(name)
+    if cls is None:
+        raise unknown_name(name)
+    plugin = archzoo.get_registry().plugin_of(cls.kind, cls.name)
+    if as_json:
+        return emit_json({**cls.describe(), "plugin": plugin})
+    print_component(cls, plugin)
