@@ -1,10 +1,24 @@
-"""The contract of a Hugging Face converter: config.json -> spec, HF tensors -> archzoo names."""
+"""The contract of a Hugging Face converter: config.json <-> spec, HF tensors <-> archzoo names.
+
+A converter is a two-way table: `fields` map HF config keys to spec keys (with `Values` for
+renamed values), `fixed` holds the spec parts every checkpoint of the type shares,
+`requires` the HF settings it can reproduce, and `tensors` (archzoo.hf_tensors.TensorTable)
+maps tensor names with their transforms. Import and export both read the same table.
+"""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import ast
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
+import yaml
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from .hf_tensors import TensorTable, ZooNames
 
 
 class ConversionError(ValueError):
@@ -23,6 +37,10 @@ class TensorSource:
     def has(self, name: str) -> bool:
         return name in self.tensors
 
+    def names(self) -> list[str]:
+        """Every HF tensor name in the checkpoint."""
+        return list(self.tensors)
+
     def take(self, *names: str) -> Tensor | None:
         """The first present of `names` (aliases, e.g. a tied head saved or not)."""
         for name in names:
@@ -38,6 +56,11 @@ class TensorSource:
             if name == prefix_or_name or name.endswith(prefix_or_name):
                 self.taken.add(name)
 
+    def skip_exact(self, name: str) -> None:
+        """Mark one tensor, if present, as known and deliberately unused."""
+        if name in self.tensors:
+            self.taken.add(name)
+
     def check_complete(self) -> None:
         problems = []
         if self.missing:
@@ -49,24 +72,190 @@ class TensorSource:
             raise ConversionError(f"{self.where}: " + " | ".join(problems))
 
 
+REQUIRED: Any = object()  # a Field default: the key must be in config.json
+
+
+def get(config: dict[str, Any], key: str, default: Any = REQUIRED) -> Any:
+    """config[key] (`a|b`: the first present) or `default`; a ConversionError names a required key."""
+    for k in key.split("|"):
+        if config.get(k) is not None:
+            return config[k]
+    if default is REQUIRED or default is ...:
+        raise ConversionError(f"config.json has no {key.split('|')[0]!r}")
+    return default(config) if callable(default) else default
+
+
+@dataclass(frozen=True)
+class Values:
+    """A two-way map of config values, HF -> spec; export writes the first HF value of each."""
+
+    table: Mapping[Any, Any]
+
+    def read(self, value: Any, key: str) -> Any:
+        if value not in self.table:
+            raise ConversionError(
+                f"config.json {key}={value!r} is not supported; "
+                f"supported: {', '.join(map(str, self.table))}"
+            )
+        return copy.deepcopy(self.table[value])
+
+    def write(self, value: Any) -> Any:
+        return next(hf for hf, ours in self.table.items() if ours == value)
+
+
+@dataclass(frozen=True)
+class Field:
+    """HF config key (`a|b`: aliases) <-> spec key path(s) (dotted; export reads the first)."""
+
+    hf: str
+    spec: str | tuple[str, ...]
+    default: Any = REQUIRED  # a value, or a function of the config
+    values: Values | None = None
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return (self.spec,) if isinstance(self.spec, str) else self.spec
+
+
+def parse_fields(text: str, **values: Values) -> tuple[Field, ...]:
+    """Fields from a text table, one per line: `HF-KEY  SPEC-PATH[,PATH]  [DEFAULT [VALUES]]`.
+
+    DEFAULT is a Python literal or a bare word (a string); `-` or none: the key is required.
+    VALUES names one of `values`. `#` starts a comment.
+    """
+    fields = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#")[0].strip()
+        if not line:
+            continue
+        hf, spec, *rest = line.split()
+        default = REQUIRED if not rest or rest[0] == "-" else _literal(rest[0])
+        if len(rest) > 1 and rest[1] not in values:
+            raise ValueError(f"config table line {number} {line!r}: no values map {rest[1]!r}")
+        mapping = values[rest[1]] if len(rest) > 1 else None
+        fields.append(Field(hf, tuple(spec.split(",")), default, mapping))
+    return tuple(fields)
+
+
+def _literal(word: str) -> Any:
+    try:
+        return ast.literal_eval(word)
+    except (ValueError, SyntaxError):
+        return word
+
+
+def spec_parts(*lines: str) -> dict[str, Any]:
+    """Spec parts as YAML flow mappings without braces, one concern a line:
+    `spec_parts("block: pre_ln, norm: layernorm", "attention: {kind: mha, bias: true}")`."""
+    parts: dict[str, Any] = {}
+    for line in lines:
+        parsed = yaml.safe_load("{" + line + "}")
+        if not isinstance(parsed, dict):
+            raise ValueError(f"spec parts {line!r} are not a YAML mapping")
+        parts.update(parsed)
+    return parts
+
+
+def set_path(data: dict[str, Any], path: str, value: Any) -> None:
+    """data['a']['b'] = value for path 'a.b' (a bare component name becomes {'kind': name})."""
+    *parents, last = path.split(".")
+    for key in parents:
+        node = data.get(key)
+        data[key] = node = {"kind": node} if isinstance(node, str) else dict(node or {})
+        data = node
+    data[last] = value
+
+
+def get_path(data: Mapping[str, Any], path: str) -> Any:
+    for key in path.split("."):
+        data = data[key]
+    return data
+
+
+def name_of(config: dict[str, Any]) -> str:
+    """The spec name: the checkpoint's directory name, or `<model_type>-import`."""
+    path = str(config.get("_name_or_path") or "").rstrip("/").split("/")[-1]
+    return path or f"{config['model_type']}-import"
+
+
+SPECIAL_TOKENS = ("bos_token_id", "eos_token_id", "decoder_start_token_id", "forced_eos_token_id")
+
+
+def spec_header(config: dict[str, Any]) -> dict[str, Any]:
+    """Name and the special token ids generation defaults to, shared by every type."""
+    return {
+        "name": name_of(config),
+        **{k: config[k] for k in SPECIAL_TOKENS if config.get(k) is not None},
+    }
+
+
 class Converter:
-    """Subclass per HF `model_type`; register with `registrar.add_converter(Converter())`."""
+    """Subclass per HF `model_type`; register with `registrar.add_converter(Converter())`.
+
+    A table converter sets `family`, `fixed`, `fields`, `requires` and `tensors`; `adjust`
+    says what a table cannot (a computed layer list). A legacy converter overrides
+    `to_spec` and `convert` instead.
+    """
 
     model_type: ClassVar[str] = ""
+    family: ClassVar[str] = ""
+    fixed: ClassVar[Mapping[str, Any]] = {}
+    fields: ClassVar[tuple[Field, ...]] = ()
+    requires: ClassVar[Mapping[str, Any]] = {}
+    tensors: ClassVar[TensorTable | None] = None
 
     def to_spec(self, config: dict[str, Any]) -> dict[str, Any]:
         """The archzoo spec (as a dict) equivalent to an HF config.json."""
-        raise NotImplementedError
+        if not self.family:
+            raise NotImplementedError(f"{type(self).__name__} has no table and no to_spec()")
+        for key, allowed in self.requires.items():
+            value = config.get(key, allowed)
+            if value != allowed:
+                raise ConversionError(
+                    f"config.json {key}={value!r} is not supported (only {allowed!r})"
+                )
+        spec = {**spec_header(config), "family": self.family, **copy.deepcopy(dict(self.fixed))}
+        for f in self.fields:
+            value = get(config, f.hf, f.default)
+            if f.values is not None:
+                value = f.values.read(value, f.hf.split("|")[0])
+            for path in f.paths:
+                set_path(spec, path, value)
+        self.adjust(spec, config)
+        return spec
+
+    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        """Spec parts the table cannot state (computed from several keys); none by default."""
+
+    def hf_config(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """The HF config keys the table states, read back from a spec (export's start)."""
+        config: dict[str, Any] = {"model_type": self.model_type, **self.requires}
+        for f in self.fields:
+            value = get_path(spec, f.paths[0])
+            config[f.hf.split("|")[0]] = value if f.values is None else f.values.write(value)
+        return config
+
+    def import_state(
+        self, src: TensorSource, config: dict[str, Any], names: ZooNames, ctx: dict[str, Any]
+    ) -> dict[str, Tensor]:
+        """archzoo tensors for a model with `names`, read from `src` through the table."""
+        if self.tensors is None:
+            return self.convert(src, config)
+        return self.tensors.to_zoo(src, names, ctx)
+
+    def export_state(
+        self,
+        state: Mapping[str, Tensor],
+        names: ZooNames,
+        ctx: dict[str, Any],
+        prefix: str | None = None,
+    ) -> dict[str, Tensor]:
+        """HF tensors from archzoo ones through the same table (base prefix: the first)."""
+        if self.tensors is None:
+            raise NotImplementedError(f"{type(self).__name__} has no tensor table to export")
+        p = self.tensors.prefixes[0] if prefix is None else prefix
+        return self.tensors.to_hf(state, names, ctx, p)
 
     def convert(self, src: TensorSource, config: dict[str, Any]) -> dict[str, Tensor]:
-        """archzoo state-dict entries from HF tensors (tied copies may be left out)."""
-        raise NotImplementedError
-
-
-def get(config: dict[str, Any], key: str, default: Any = ...) -> Any:
-    """config[key] with a ConversionError naming the key when it is required and absent."""
-    if key in config and config[key] is not None:
-        return config[key]
-    if default is ...:
-        raise ConversionError(f"config.json has no {key!r}")
-    return default
+        """Legacy entry (no table): archzoo state-dict entries from HF tensors."""
+        raise NotImplementedError(f"{type(self).__name__} imports through its tensor table")

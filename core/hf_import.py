@@ -12,6 +12,7 @@ from safetensors import SafetensorError, safe_open
 
 from .builder import build_model
 from .converter import ConversionError, TensorSource
+from .hf_tensors import ZooNames
 from .model import ZooModel
 from .registry import Registry, get_registry
 from .spec import load_spec
@@ -72,9 +73,12 @@ def from_hf(
     converter = reg.converter(model_type)
     src = TensorSource(read_safetensors(d), str(d))
     spec = load_spec(converter.to_spec(config), registry=reg)
-    state = converter.convert(src, config)
-    src.check_complete()
     model = build_model(spec, device="meta", registry=reg)
+    if hasattr(converter, "import_state"):  # the table names what the model holds
+        state = converter.import_state(src, config, ZooNames.of(model), spec.data)
+    else:  # a duck-typed converter of the first contract
+        state = converter.convert(src, config)
+    src.check_complete()
     load_state(model, state, {}, str(d))
     if device is not None or dtype is not None:
         model = model.to(device=device, dtype=dtype)

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from torch import Tensor
+from archzoo.converter import ConversionError, Converter, Field, get, parse_fields, spec_parts
 
-from archzoo.converter import ConversionError, Converter, TensorSource, get
-
-from .common import activation, linear, name_of, norm
+from .common import ACTIVATION, LM_HEAD, PAD_AND_TIE, table
 
 # q/k/v without bias, out_proj with bias, no 1/sqrt(head_dim) scaling of the scores
 PROJECTIONS = {"fused_qkv": False, "bias": False, "out_bias": True, "scale": 1.0}
@@ -33,62 +31,49 @@ def attention_layers(config: dict[str, Any]) -> list[str]:
 
 class GPTNeoConverter(Converter):
     model_type = "gpt_neo"
+    family = "decoder"
+    fixed = spec_parts(
+        "embedding: token, position: learned, block: pre_ln, norm: layernorm, ffn: mlp, head: lm",
+    )
+    fields = (
+        *parse_fields(
+            """
+            vocab_size                  vocab_size
+            hidden_size                 d_model
+            num_layers                  n_layers
+            num_heads                   n_heads
+            max_position_embeddings     max_len
+            resid_dropout               dropout             0.0
+            attention_dropout           attention_dropout   0.0
+            embed_dropout               embedding.dropout   0.0
+            layer_norm_epsilon          norm.eps            1e-5
+            activation_function         ffn.activation      gelu_new    ACTIVATION
+            """,
+            ACTIVATION=ACTIVATION,
+        ),
+        Field("intermediate_size", "d_ff", lambda c: 4 * c["hidden_size"]),
+        *PAD_AND_TIE,
+    )
+    tensors = table(
+        """
+        wte                             WORD
+        wpe                             POSITION
+        h.{i}.(ln_1,ln_2)                                       ATTN_NORM,FFN_NORM
+        h.{i}.attn.attention.(q_proj,k_proj,v_proj,out_proj)    Q,K,V,ATTN_OUT
+        h.{i}.mlp.(c_fc,c_proj)                                 FC_IN,FC_OUT
+        ln_f                            FINAL_NORM
+        """,
+        LM_HEAD,
+        prefixes=("transformer.", ""),
+        ignore=("h.{i}.attn.attention.bias", "h.{i}.attn.attention.masked_bias"),  # mask buffers
+    )
 
-    def to_spec(self, config: dict[str, Any]) -> dict[str, Any]:
-        d = get(config, "hidden_size")
+    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        """Layers alternate global and local attention: the local ones as a layer override."""
         kinds = attention_layers(config)
         local = {"kind": "local", "window": get(config, "window_size", 256), **PROJECTIONS}
         local_layers = [i for i, kind in enumerate(kinds) if kind == "local"]
-        spec = {
-            "name": name_of(config),
-            "family": "decoder",
-            "vocab_size": get(config, "vocab_size"),
-            "d_model": d,
-            "n_layers": get(config, "num_layers"),
-            "n_heads": get(config, "num_heads"),
-            "d_ff": get(config, "intermediate_size", 4 * d),
-            "max_len": get(config, "max_position_embeddings"),
-            "dropout": get(config, "resid_dropout", 0.0),
-            "attention_dropout": get(config, "attention_dropout", 0.0),
-            "pad_token_id": config.get("pad_token_id"),
-            "embedding": {"kind": "token", "dropout": get(config, "embed_dropout", 0.0)},
-            "position": "learned",
-            "attention": {"kind": "mha", **PROJECTIONS},
-            "layers": [{"select": local_layers, "attention": local}] if local_layers else [],
-            "block": "pre_ln",
-            "norm": {"kind": "layernorm", "eps": get(config, "layer_norm_epsilon", 1e-5)},
-            "ffn": {
-                "kind": "mlp",
-                "activation": activation(
-                    get(config, "activation_function", "gelu_new"), "activation_function"
-                ),
-            },
-            "head": {"kind": "lm", "tie": get(config, "tie_word_embeddings", True)},
-        }
+        spec["attention"] = {"kind": "mha", **PROJECTIONS}
+        spec["layers"] = [{"select": local_layers, "attention": local}] if local_layers else []
         if len(local_layers) == len(kinds):
             spec["attention"], spec["layers"] = local, []
-        return spec
-
-    def convert(self, src: TensorSource, config: dict[str, Any]) -> dict[str, Tensor]:
-        p = "transformer."
-        out: dict[str, Any] = {
-            "decoder.embedding.word.weight": src.take(p + "wte.weight"),
-            "decoder.position.table.weight": src.take(p + "wpe.weight"),
-        }
-        for i in range(config["num_layers"]):
-            hf, ours = f"{p}h.{i}.", f"decoder.blocks.{i}."
-            norm(out, src, hf + "ln_1", ours + "attention_norm")
-            norm(out, src, hf + "ln_2", ours + "ffn_norm")
-            for h, o in (("q_proj", "q"), ("k_proj", "k"), ("v_proj", "v")):
-                linear(out, src, f"{hf}attn.attention.{h}", f"{ours}attention.{o}", bias=False)
-            linear(out, src, f"{hf}attn.attention.out_proj", f"{ours}attention.out")
-            linear(out, src, f"{hf}mlp.c_fc", f"{ours}ffn.fc_in")
-            linear(out, src, f"{hf}mlp.c_proj", f"{ours}ffn.fc_out")
-            src.skip(hf + "attn.attention.bias")  # mask buffers of old checkpoints
-            src.skip(hf + "attn.attention.masked_bias")
-        norm(out, src, p + "ln_f", "decoder.final_norm")
-        if get(config, "tie_word_embeddings", True):
-            src.skip("lm_head.weight")
-        else:
-            out["head.proj.weight"] = src.take("lm_head.weight")
-        return out

@@ -4,68 +4,51 @@ from __future__ import annotations
 
 from typing import Any
 
-from torch import Tensor
+from archzoo.converter import Converter, Field, parse_fields, spec_parts
 
-from archzoo.converter import Converter, TensorSource, get
-
-from .common import linear, name_of, norm, refuse, rope_parameters, special_tokens
+from .common import LM_HEAD, PAD_AND_TIE, SIZES, table
+from .rope import rope_parameters
 
 
 class LlamaConverter(Converter):
     model_type = "llama"
+    family = "decoder"
+    requires = {"hidden_act": "silu", "pretraining_tp": 1}
+    fixed = spec_parts(
+        "dropout: 0.0, embedding: token, block: pre_ln, norm: rmsnorm, head: lm",
+        "attention: {kind: mha, fused_qkv: false}",
+        "ffn: {kind: glu, activation: swiglu}",
+    )
+    fields = (
+        *SIZES,
+        *parse_fields(
+            """
+            max_position_embeddings     max_len                             2048
+            attention_dropout           attention_dropout                   0.0
+            attention_bias              attention.bias,attention.out_bias   False
+            mlp_bias                    ffn.bias                            False
+            rms_norm_eps                norm.eps                            1e-6
+            tie_word_embeddings         head.tie                            False
+            """
+        ),
+        Field("head_dim", "head_dim", lambda c: c["hidden_size"] // c["num_attention_heads"]),
+        Field("num_key_value_heads", "attention.n_kv_heads", lambda c: c["num_attention_heads"]),
+        *PAD_AND_TIE[:1],
+    )
+    tensors = table(
+        """
+        embed_tokens                            WORD
+        layers.{i}.input_layernorm              ATTN_NORM
+        layers.{i}.self_attn.(q_proj,k_proj,v_proj,o_proj)      Q,K,V,ATTN_OUT
+        layers.{i}.post_attention_layernorm     FFN_NORM
+        layers.{i}.mlp.(gate_proj,up_proj,down_proj)            GATE,UP,DOWN
+        norm                                    FINAL_NORM
+        """,
+        LM_HEAD,
+        prefixes=("model.", ""),
+        ignore=("layers.{i}.self_attn.rotary_emb.inv_freq",),
+    )
 
-    def to_spec(self, config: dict[str, Any]) -> dict[str, Any]:
-        refuse(config, "hidden_act", "silu")
-        refuse(config, "pretraining_tp", 1)
-        d, heads = get(config, "hidden_size"), get(config, "num_attention_heads")
-        bias = get(config, "attention_bias", False)
-        return {
-            "name": name_of(config),
-            **special_tokens(config),
-            "family": "decoder",
-            "vocab_size": get(config, "vocab_size"),
-            "d_model": d,
-            "n_layers": get(config, "num_hidden_layers"),
-            "n_heads": heads,
-            "head_dim": get(config, "head_dim", d // heads),
-            "d_ff": get(config, "intermediate_size"),
-            "max_len": get(config, "max_position_embeddings", 2048),
-            "dropout": 0.0,
-            "attention_dropout": get(config, "attention_dropout", 0.0),
-            "pad_token_id": config.get("pad_token_id"),
-            "embedding": "token",
-            "position": {"kind": "rotary", **rope_parameters(config)},
-            "attention": {
-                "kind": "mha",
-                "n_kv_heads": get(config, "num_key_value_heads", heads),
-                "fused_qkv": False,
-                "bias": bias,
-                "out_bias": bias,
-            },
-            "block": "pre_ln",
-            "norm": {"kind": "rmsnorm", "eps": get(config, "rms_norm_eps", 1e-6)},
-            "ffn": {"kind": "glu", "activation": "swiglu", "bias": get(config, "mlp_bias", False)},
-            "head": {"kind": "lm", "tie": get(config, "tie_word_embeddings", False)},
-        }
-
-    def convert(self, src: TensorSource, config: dict[str, Any]) -> dict[str, Tensor]:
-        out: dict[str, Any] = {
-            "decoder.embedding.word.weight": src.take("model.embed_tokens.weight")
-        }
-        bias = get(config, "attention_bias", False)
-        mlp_bias = get(config, "mlp_bias", False)
-        for i in range(config["num_hidden_layers"]):
-            hf, ours = f"model.layers.{i}.", f"decoder.blocks.{i}."
-            for h, o in (("q_proj", "q"), ("k_proj", "k"), ("v_proj", "v"), ("o_proj", "out")):
-                linear(out, src, f"{hf}self_attn.{h}", f"{ours}attention.{o}", bias=bias)
-            for h, o in (("gate_proj", "gate"), ("up_proj", "up"), ("down_proj", "down")):
-                linear(out, src, f"{hf}mlp.{h}", f"{ours}ffn.{o}", bias=mlp_bias)
-            norm(out, src, hf + "input_layernorm", ours + "attention_norm", bias=False)
-            norm(out, src, hf + "post_attention_layernorm", ours + "ffn_norm", bias=False)
-            src.skip(hf + "self_attn.rotary_emb.inv_freq")
-        norm(out, src, "model.norm", "decoder.final_norm", bias=False)
-        if get(config, "tie_word_embeddings", False):
-            src.skip("lm_head.weight")
-        else:
-            out["head.proj.weight"] = src.take("lm_head.weight")
-        return out
+    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        """Rotary base and fraction, from transformers 4 or 5 keys."""
+        spec["position"] = {"kind": "rotary", **rope_parameters(config)}

@@ -12,16 +12,15 @@ from .llama import LlamaConverter
 class MistralConverter(LlamaConverter):
     model_type = "mistral"
 
-    def to_spec(self, config: dict[str, Any]) -> dict[str, Any]:
-        if config.get("layer_types"):
-            kinds = set(config["layer_types"])
-            if kinds - {"sliding_attention"} and config.get("sliding_window") is not None:
-                raise ConversionError(
-                    f"config.json layer_types={config['layer_types']!r} mixes attention kinds; "
-                    "only one sliding window for every layer is supported"
-                )
-        spec = super().to_spec(config)
+    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        """One sliding window for every layer (`layer_types` mixing kinds is refused)."""
         window = config.get("sliding_window")
+        kinds = set(config.get("layer_types") or ())
+        if kinds - {"sliding_attention"} and window is not None:
+            raise ConversionError(
+                f"config.json layer_types={config['layer_types']!r} mixes attention kinds; "
+                "only one sliding window for every layer is supported"
+            )
+        super().adjust(spec, config)
         if window is not None:
             spec["attention"] = {**spec["attention"], "kind": "local", "window": int(window)}
-        return spec

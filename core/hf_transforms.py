@@ -1,0 +1,167 @@
+"""Tensor transforms of a converter table, each in both directions: HF -> archzoo and back.
+
+`forward` takes the HF tensors of one rule and returns the archzoo tensors; `inverse` does
+the opposite, so that `inverse(forward(x)) == x` (the export derives from the same rule).
+`ctx` is the resolved spec data (`n_heads`, `d_model`, ...), for layouts that depend on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+Tensors = list[Tensor]
+
+
+class Transform:
+    """Identity: the HF tensor is the archzoo tensor (one in, one out)."""
+
+    n_hf = 1  # HF tensors per rule
+    n_zoo = 1  # archzoo tensors per rule
+
+    def forward(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        """HF tensors -> archzoo tensors."""
+        return list(ts)
+
+    def inverse(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        """archzoo tensors -> HF tensors."""
+        return list(ts)
+
+
+IDENTITY = Transform()
+
+
+class Transpose(Transform):
+    """Conv1D weights stored (in, out) <-> nn.Linear's (out, in); vectors pass unchanged."""
+
+    def forward(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        return [t.t() if t.dim() == 2 else t for t in ts]  # a view: no copy
+
+    inverse = forward
+
+
+@dataclass(frozen=True)
+class Fuse(Transform):
+    """n HF projections (q, k, v) <-> one archzoo tensor concatenated on dim 0."""
+
+    n: int = 3
+
+    @property
+    def n_hf(self) -> int:  # type: ignore[override]
+        return self.n
+
+    def forward(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        return [torch.cat(ts, dim=0)]
+
+    def inverse(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        return list(ts[0].chunk(self.n, dim=0))
+
+
+@dataclass(frozen=True)
+class Reversed(Transform):
+    """A transform read the other way round: `Reversed(Fuse(3))` splits one fused HF tensor
+    into three archzoo tensors."""
+
+    inner: Transform
+
+    @property
+    def n_hf(self) -> int:  # type: ignore[override]
+        return self.inner.n_zoo
+
+    @property
+    def n_zoo(self) -> int:  # type: ignore[override]
+        return self.inner.n_hf
+
+    def forward(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        return self.inner.inverse(ts, ctx)
+
+    def inverse(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        return self.inner.forward(ts, ctx)
+
+
+@dataclass(frozen=True)
+class HeadsInterleaved(Transform):
+    """Fused rows laid out per head [h: q|k|v] (BLOOM, NeoX) <-> [q | k | v] blocks."""
+
+    parts: int = 3
+
+    def forward(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        t, heads = ts[0], ctx["n_heads"]
+        rest = t.shape[1:]
+        t = t.reshape(
+            heads, self.parts, t.shape[0] // (self.parts * heads), *rest
+        )  # (H, 3, hd, ..)
+        return [t.transpose(0, 1).reshape(-1, *rest)]  # (3 * H * hd, ...)
+
+    def inverse(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        t, heads = ts[0], ctx["n_heads"]
+        rest = t.shape[1:]
+        t = t.reshape(
+            self.parts, heads, t.shape[0] // (self.parts * heads), *rest
+        )  # (3, H, hd, ..)
+        return [t.transpose(0, 1).reshape(-1, *rest)]  # (H * 3 * hd, ...)
+
+
+class RotaryInterleaved(Transform):
+    """q/k rows rotated in adjacent pairs (x0, x1), (x2, x3) (Meta's layout) <-> rotate-half
+    order (first half, second half of each head), the layout archzoo's rotary uses."""
+
+    @staticmethod
+    def _head_dim(ctx: dict[str, Any]) -> int:
+        return ctx.get("head_dim") or ctx["d_model"] // ctx["n_heads"]
+
+    def forward(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        t, hd = ts[0], self._head_dim(ctx)
+        rest = t.shape[1:]
+        t = t.reshape(t.shape[0] // hd, hd // 2, 2, *rest)  # (H, hd/2, 2, ...)
+        return [t.transpose(1, 2).reshape(-1, *rest)]  # (H * hd, ...)
+
+    def inverse(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        t, hd = ts[0], self._head_dim(ctx)
+        rest = t.shape[1:]
+        t = t.reshape(t.shape[0] // hd, 2, hd // 2, *rest)  # (H, 2, hd/2, ...)
+        return [t.transpose(1, 2).reshape(-1, *rest)]  # (H * hd, ...)
+
+
+class Flatten(Transform):
+    """A (1, n) HF buffer (BART's final_logits_bias) <-> an (n,) archzoo vector."""
+
+    def forward(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        return [ts[0].reshape(-1)]
+
+    def inverse(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        return [ts[0].reshape(1, -1)]
+
+
+@dataclass(frozen=True)
+class OffsetRows(Transform):
+    """An HF table with `n` leading rows never looked up <-> archzoo's table without them;
+    the inverse writes those rows as zeros."""
+
+    n: int
+
+    def forward(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        return [ts[0][self.n :]]
+
+    def inverse(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        t = ts[0]
+        return [torch.cat([t.new_zeros(self.n, *t.shape[1:]), t], dim=0)]
+
+
+def named(name: str | None, n_hf: int, n_zoo: int) -> Transform:
+    """A transform by its table name, sized by how many HF and archzoo names the rule has."""
+    makers = {
+        None: lambda: IDENTITY,
+        "transpose": Transpose,
+        "fuse": lambda: Fuse(n_hf),
+        "split": lambda: Reversed(Fuse(n_zoo)),
+        "heads_interleaved": HeadsInterleaved,
+        "rotary_interleaved": RotaryInterleaved,
+        "flatten": Flatten,
+    }
+    if name not in makers:
+        raise ValueError(f"unknown transform {name!r}; known: {', '.join(map(str, makers))}")
+    return makers[name]()

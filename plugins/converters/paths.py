@@ -1,0 +1,33 @@
+"""archzoo's parameter paths, named once for every converter table.
+
+`{s}` is the stack (`encoder` / `decoder`), `{i}` the block index. The names come from
+the builder (stacks, blocks, final norm, head), the block layouts (`attention_norm`,
+`ffn_norm`, `cross_attention`, `cross_norm`) and the built-in components; a test builds
+models and checks that every path here exists in one of them.
+"""
+
+from __future__ import annotations
+
+WORD = "{s}.embedding.word"
+TOKEN_TYPE = "{s}.embedding.token_type"
+EMBED_NORM = "{s}.embedding.norm"
+EMBED_PROJECT = "{s}.embedding.project"  # factorized embedding: width E -> d_model
+POSITION = "{s}.position.table"  # learned table or T5's bucket bias
+FINAL_NORM = "{s}.final_norm"
+
+BLOCK = "{s}.blocks.{i}."
+ATTN_NORM = BLOCK + "attention_norm"
+FFN_NORM = BLOCK + "ffn_norm"
+CROSS_NORM = BLOCK + "cross_norm"
+Q, K, V, QKV, ATTN_OUT = (BLOCK + "attention." + p for p in ("q", "k", "v", "qkv", "out"))
+CROSS_Q, CROSS_K, CROSS_V, CROSS_OUT = (
+    BLOCK + "cross_attention." + p for p in ("q", "k", "v", "out")
+)
+FC_IN, FC_OUT = BLOCK + "ffn.fc_in", BLOCK + "ffn.fc_out"  # mlp
+GATE, UP, DOWN = BLOCK + "ffn.gate", BLOCK + "ffn.up", BLOCK + "ffn.down"  # glu
+
+LM_PROJ = "head.proj"  # lm: the output projection (tied or not)
+LM_FIXED_BIAS = "head.fixed_bias"  # lm: a bias buffer (BART)
+MLM_DENSE, MLM_NORM = "head.dense", "head.norm"  # mlm: the transform
+MLM_DECODER = "head.decoder"  # mlm: the vocabulary projection
+MLM_BIAS = "head.bias"  # mlm: a tensor (the decoder bias under a second name), not a module

@@ -1,0 +1,54 @@
+"""Rotary settings of an HF config: base, rotated fraction and RoPE scaling."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from archzoo.converter import ConversionError
+
+# HF rope_parameters / rope_scaling keys -> archzoo rotary parameters
+_ROPE_KEYS = {
+    "factor": "factor",
+    "original_max_position_embeddings": "original_max_len",
+    "low_freq_factor": "low_freq_factor",
+    "high_freq_factor": "high_freq_factor",
+    "beta_fast": "beta_fast",
+    "beta_slow": "beta_slow",
+    "mscale": "mscale",
+    "mscale_all_dim": "mscale_all_dim",
+    "truncate": "truncate",
+    "attention_factor": "attention_factor",
+    "short_factor": "short_factor",
+    "long_factor": "long_factor",
+}
+_ROPE_TYPES = {"default": "none", "linear": "linear", "dynamic": "dynamic", "yarn": "yarn"}
+_ROPE_TYPES.update({"llama3": "llama3", "longrope": "longrope", "su": "longrope"})
+
+
+def rope_parameters(config: dict[str, Any]) -> dict[str, Any]:
+    """Rotary settings (base, fraction, scaling) from transformers 4 keys or 5's `rope_parameters`."""
+    params = {**(config.get("rope_scaling") or {}), **(config.get("rope_parameters") or {})}
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    if rope_type not in _ROPE_TYPES:
+        raise ConversionError(
+            f"config.json rope type {rope_type!r} is not supported; supported: "
+            + ", ".join(_ROPE_TYPES)
+        )
+    theta = params.get(
+        "rope_theta", config.get("rope_theta", config.get("rotary_emb_base", 10000.0))
+    )
+    fraction = params.get(
+        "partial_rotary_factor",
+        config.get("partial_rotary_factor", config.get("rotary_pct", 1.0)),
+    )
+    out = {"base": float(theta), "fraction": float(fraction)}
+    if rope_type == "default":
+        return out
+    out["scaling"] = _ROPE_TYPES[rope_type]
+    for hf, ours in _ROPE_KEYS.items():
+        value = params.get(hf, config.get(hf) if hf == "original_max_position_embeddings" else None)
+        if value is not None:
+            out[ours] = [float(v) for v in value] if isinstance(value, list) else value
+    if out["scaling"] in ("linear", "dynamic", "llama3") and "factor" in out:
+        out["factor"] = float(out["factor"])
+    return out
