@@ -46,6 +46,7 @@ class Capabilities:
     even_head_dim: bool = False  # needs an even head dimension
     final_norm: bool = False  # block: the stack ends with a norm
     kv_cache: bool = False  # attention: supports incremental decoding
+    aux_loss: bool = False  # any: adds an auxiliary training loss (combine_aux_loss)
 
 
 @dataclass

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from .aux_loss import aux_loss_modules, pooled_aux_loss, reset_aux_losses
 from .cache import CrossCache, KVCache, LayerCache
 from .interfaces import AttentionContext, Embedding, Head, Position
 from .masks import AttentionMask
@@ -23,6 +24,7 @@ class ModelOutput:
     logits: Tensor | None = None
     loss: Tensor | None = None
     encoder_last_hidden_state: Tensor | None = None
+    aux_loss: Tensor | None = None  # auxiliary losses (MoE load balancing), before weighting
 
     def __getitem__(self, key: str) -> Any:
         return getattr(self, key)
@@ -125,6 +127,7 @@ class ZooModel(nn.Module):
         self.encoder = encoder
         self.decoder = decoder
         self.head = head
+        self._aux_groups = aux_loss_modules(self)  # components that add an auxiliary loss
 
     @property
     def family(self) -> str:
@@ -150,6 +153,7 @@ class ZooModel(nn.Module):
         `encoder_outputs` skips the encoder; `logits_to_keep=n` scores the last n positions.
         """
         enc_out = None
+        reset_aux_losses(self._aux_groups)
         if self.family == "encoder":
             self._check_ids(input_ids, "input_ids")
             hidden = self.encoder(input_ids, attention_mask, token_type_ids, position_ids)
@@ -188,7 +192,12 @@ class ZooModel(nn.Module):
                     f"head {self.head.name!r} makes no logits, so labels cannot be used"
                 )
             loss = self.head.loss(logits, labels)
-        return ModelOutput(hidden, logits, loss, enc_out)
+        aux_loss = None
+        if self._aux_groups:
+            aux_loss, weighted = pooled_aux_loss(self._aux_groups, attention_mask)
+            if loss is not None:
+                loss = loss + weighted
+        return ModelOutput(hidden, logits, loss, enc_out, aux_loss)
 
     def _check_ids(self, ids: Tensor | None, name: str) -> None:
         if ids is None:

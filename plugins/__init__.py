@@ -31,6 +31,7 @@ from .embedding.factorized import FactorizedEmbedding
 from .embedding.token import TokenEmbedding
 from .ffn.glu import GLUFeedForward
 from .ffn.mlp import MLPFeedForward
+from .ffn.moe import MoEFeedForward
 from .head.classifier import ClassifierHead
 from .head.lm import LMHead
 from .head.mlm import MLMHead
@@ -74,6 +75,7 @@ BUILTIN_COMPONENTS = (
     ParallelBlock,
     MLPFeedForward,
     GLUFeedForward,
+    MoEFeedForward,
     NoSharing,
     AllSharing,
     GroupSharing,

@@ -1,0 +1,185 @@
+"""Mixture of experts (Shazeer et al., 2017; Switch, Mixtral, Qwen-MoE): a router sends each token
+to its top-k experts, whose outputs are summed with the routing weights; optional shared experts
+see every token. Tokens are grouped by expert and run through one grouped matmul per projection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+
+from archzoo.component import Capabilities, param
+from archzoo.interfaces import FeedForward
+
+from .activations import ACTIVATIONS
+from .glu import GATES
+from .routing import expert_matmul, load_balancing_loss, route
+
+
+class MoEFeedForward(FeedForward):
+    name = "moe"
+    summary = "mixture of experts: top-k routed GLU/MLP experts (+ shared experts), grouped matmuls"
+    capabilities = Capabilities(aux_loss=True)
+
+    @dataclass
+    class Config:
+        n_experts: int = param(8, "routed experts", min=1, max=4096)
+        top_k: int = param(2, "experts per token", min=1, max=4096)
+        d_expert: int | None = param(None, "hidden size of one expert (null: d_ff)", min=1)
+        expert: Literal["glu", "mlp"] = param("glu", "expert kind: gated (glu) or plain (mlp)")
+        activation: str = param(
+            "swiglu", "glu: swiglu/geglu/geglu_tanh/reglu; mlp: relu/gelu/gelu_tanh/silu"
+        )
+        router: Literal["softmax_topk", "topk_softmax"] = param(
+            "softmax_topk", "softmax over all experts then top-k, or top-k logits then softmax"
+        )
+        normalize: bool = param(True, "renormalise the top-k weights to sum to 1")
+        n_shared: int = param(0, "shared experts every token passes through", min=0, max=64)
+        d_shared: int | None = param(
+            None, "hidden size of the shared expert (null: d_expert x n_shared)", min=1
+        )
+        shared_gate: bool = param(False, "scale the shared expert by sigmoid(w . x) (Qwen2-MoE)")
+        jitter: float = param(
+            0.0, "training only: multiply inputs by U(1 - j, 1 + j)", min=0.0, lt=1.0
+        )
+        aux_loss_coef: float = param(
+            0.01, "weight of the load-balancing loss added to `loss`", min=0.0
+        )
+
+    def __init__(self, cfg: Any, dims: Any) -> None:
+        super().__init__(cfg, dims)
+        d, f, e = dims.d_model, cfg.d_expert or dims.d_ff, cfg.n_experts
+        self.d_expert = f
+        gated = cfg.expert == "glu"
+        self.router = nn.Linear(d, e, bias=False)
+        # expert weights in x @ W layout: w_in (E, D, 2F as [gate | up] or F), w_out (E, F, D)
+        self.w_in = nn.Parameter(torch.empty(e, d, 2 * f if gated else f))
+        self.w_out = nn.Parameter(torch.empty(e, f, d))
+        self.act = ACTIVATIONS[GATES[cfg.activation] if gated else cfg.activation]
+        self.shared = None
+        self.shared_gate = None
+        if cfg.n_shared:
+            d_shared = cfg.d_shared or f * cfg.n_shared
+            self.shared = SharedExpert(d, d_shared, self.act, gated)
+            if cfg.shared_gate:
+                self.shared_gate = nn.Linear(d, 1, bias=False)
+        self.routing: list[Tensor] = []  # this forward's router logits, per call (aux loss)
+
+    @classmethod
+    def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
+        problems = []
+        if cfg.top_k > cfg.n_experts:
+            problems.append(("top_k", f"top_k {cfg.top_k} exceeds n_experts {cfg.n_experts}"))
+        allowed = GATES if cfg.expert == "glu" else ("relu", "gelu", "gelu_tanh", "silu")
+        if cfg.activation not in allowed:
+            problems.append(
+                (
+                    "activation",
+                    f"a {cfg.expert} expert takes one of {sorted(allowed)}, got {cfg.activation!r}",
+                )
+            )
+        if cfg.shared_gate and not cfg.n_shared:
+            problems.append(("shared_gate", "needs n_shared >= 1"))
+        return problems
+
+    def init_weights(self, std: float) -> None:
+        for p in (self.router.weight, self.w_in, self.w_out):
+            nn.init.normal_(p, std=std)
+        for module in (self.shared, self.shared_gate):
+            if module is not None:
+                for p in module.parameters():
+                    nn.init.normal_(p, std=std)
+
+    def active_parameters(self) -> int:
+        """Router, top_k experts and the shared expert: what one token multiplies."""
+        per_expert = (self.w_in.numel() + self.w_out.numel()) // self.cfg.n_experts
+        rest = sum(p.numel() for n, p in self.named_parameters() if not n.startswith("w_"))
+        return rest + self.cfg.top_k * per_expert
+
+    def matmul_flops(self) -> int:
+        return 2 * self.active_parameters()
+
+    def forward(self, x: Tensor) -> Tensor:
+        B, T, D = x.shape
+        if self.training and self.cfg.jitter > 0:
+            x = x * torch.empty_like(x).uniform_(1.0 - self.cfg.jitter, 1.0 + self.cfg.jitter)
+        h = x.reshape(B * T, D)  # (N, D)
+        logits = self.router(h)  # (N, E)
+        self.routing.append(logits)
+        weights, experts = route(logits, self.cfg.top_k, self.cfg.router, self.cfg.normalize)
+        out = self.experts(h, weights.to(h.dtype), experts)
+        if self.shared is not None:
+            shared = self.shared(h)
+            if self.shared_gate is not None:
+                shared = torch.sigmoid(self.shared_gate(h)) * shared
+            out = out + shared
+        return out.reshape(B, T, D)
+
+    def experts(self, h: Tensor, weights: Tensor, experts: Tensor) -> Tensor:
+        """Sum over each token's k experts of weight * expert(h): h (N, D), weights/experts (N, k)."""
+        if torch.compiler.is_compiling() and h.dtype != torch.bfloat16:
+            return self.dense_experts(h, weights, experts)
+        N, k = experts.shape
+        flat = experts.reshape(-1)  # (N k,) expert of each (token, slot)
+        order = flat.argsort(stable=True)  # slots grouped by expert
+        token = order // k  # (N k,) the token each sorted slot reads
+        counts = torch.zeros(self.cfg.n_experts, dtype=torch.int32, device=h.device)
+        counts = counts.index_add(0, flat, torch.ones_like(flat, dtype=torch.int32))
+        ends = counts.cumsum(0, dtype=torch.int32)  # (E,) end of each expert's rows
+        a = expert_matmul(h[token], self.w_in, ends)  # (N k, 2F | F)
+        if self.cfg.expert == "glu":
+            gate, up = a.chunk(2, dim=-1)
+            a = self.act(gate) * up
+        else:
+            a = self.act(a)
+        y = expert_matmul(a, self.w_out, ends)  # (N k, D)
+        y = y * weights.reshape(-1)[order, None]
+        return torch.zeros_like(h).index_add(0, token, y)  # (N, D)
+
+    def dense_experts(self, h: Tensor, weights: Tensor, experts: Tensor) -> Tensor:
+        """Every expert on every token, weighted by a dense (N, E) routing matrix: the same sum
+        with static shapes, for compiled graphs where torch's grouped matmul needs bf16."""
+        dense = torch.zeros(h.shape[0], self.cfg.n_experts, dtype=h.dtype, device=h.device)
+        dense = dense.scatter(1, experts, weights)  # (N, E)
+        a = torch.einsum("nd,edf->enf", h, self.w_in)  # (E, N, 2F | F)
+        if self.cfg.expert == "glu":
+            gate, up = a.chunk(2, dim=-1)
+            a = self.act(gate) * up
+        else:
+            a = self.act(a)
+        y = torch.bmm(a, self.w_out)  # (E, N, D)
+        return torch.einsum("end,ne->nd", y, dense)
+
+    @classmethod
+    def combine_aux_loss(
+        cls, modules: list[MoEFeedForward], attention_mask: Tensor | None
+    ) -> tuple[Tensor, float]:
+        """Switch/Mixtral load balancing over every call of `modules` in this forward."""
+        logits = [t for m in modules for t in m.routing]
+        first = modules[0].cfg
+        loss = load_balancing_loss(logits, first.n_experts, first.top_k, attention_mask)
+        return loss, first.aux_loss_coef
+
+    def reset_aux_loss(self) -> None:
+        self.routing = []
+
+
+class SharedExpert(nn.Module):
+    """The dense expert every token passes through: GLU (gate|up fused) or MLP, no biases."""
+
+    def __init__(self, d: int, f: int, act: Any, gated: bool) -> None:
+        super().__init__()
+        self.gated = gated
+        self.up = nn.Linear(d, 2 * f if gated else f, bias=False)  # [gate | up] when gated
+        self.down = nn.Linear(f, d, bias=False)
+        self.act = act
+
+    def forward(self, h: Tensor) -> Tensor:
+        a = self.up(h)
+        if self.gated:
+            gate, up = a.chunk(2, dim=-1)
+            return self.down(self.act(gate) * up)
+        return self.down(self.act(a))

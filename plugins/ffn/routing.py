@@ -1,0 +1,62 @@
+"""Routing for mixtures of experts: top-k choice, grouped expert matmuls, load-balancing loss."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+GROUPED_MM_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def route(logits: Tensor, top_k: int, order: str, normalize: bool) -> tuple[Tensor, Tensor]:
+    """Routing weights (N, k) in fp32 and expert indices (N, k) from router logits (N, E)."""
+    if order == "topk_softmax":  # softmax over the k best logits only (sums to 1 already)
+        top, experts = logits.topk(top_k, dim=-1)
+        return top.float().softmax(dim=-1), experts
+    probs = logits.float().softmax(dim=-1)
+    weights, experts = probs.topk(top_k, dim=-1)
+    if normalize:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    return weights, experts
+
+
+def expert_matmul(x: Tensor, w: Tensor, ends: Tensor) -> Tensor:
+    """Rows of x (M, K) sorted by expert, times that expert's w (E, K, N) -> (M, N).
+
+    ends (E,) int32: cumulative row counts. One grouped matmul where torch has one for the
+    dtype; otherwise one matmul per expert (never one per token).
+    """
+    if x.dtype in GROUPED_MM_DTYPES and x.device.type in ("cpu", "cuda"):
+        return torch._grouped_mm(x, w, offs=ends)
+    out = x.new_empty(x.shape[0], w.shape[-1])
+    start = 0
+    for e, end in enumerate(ends.tolist()):
+        out[start:end] = x[start:end] @ w[e]
+        start = end
+    return out
+
+
+def load_balancing_loss(
+    logits: list[Tensor], n_experts: int, top_k: int, attention_mask: Tensor | None
+) -> Tensor:
+    """Switch Transformer's loss, E * sum_e f_e * P_e, pooled over every routing call.
+
+    f_e: share of (token, slot) assignments that go to expert e (top-k of the softmax);
+    P_e: mean router probability of e. Padding tokens (attention_mask 0) are left out; each
+    call's logits are (N, E) with N = batch x length, as transformers' Mixtral computes it.
+    """
+    device = logits[0].device
+    counts = torch.zeros(n_experts, dtype=torch.float32, device=device)
+    prob_sum = torch.zeros(n_experts, dtype=torch.float32, device=device)
+    rows = torch.zeros((), dtype=torch.float32, device=device)
+    for layer in logits:
+        probs = layer.float().softmax(dim=-1)  # (N, E)
+        chosen = probs.topk(top_k, dim=-1).indices.reshape(-1)  # (N k,)
+        if attention_mask is None or attention_mask.numel() != layer.shape[0]:
+            keep = torch.ones(layer.shape[0], dtype=torch.float32, device=device)
+        else:
+            keep = attention_mask.reshape(-1).to(device=device, dtype=torch.float32)
+        counts = counts.index_add(0, chosen, keep.repeat_interleave(top_k))
+        prob_sum = prob_sum + (probs * keep[:, None]).sum(dim=0)
+        rows = rows + keep.sum()
+    return n_experts * torch.sum((counts / rows) * (prob_sum / rows))
