@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from . import attention_probs as _probs
 from .component import Component
 from .masks import AttentionMask, causal_mask
 
@@ -186,6 +187,8 @@ class AttentionContext:
     position: Position | None = None
     position_state: Any = None
     cache: Any = None  # this layer's LayerCache (self) or CrossCache (cross), when decoding
+    want_probs: bool = False  # asked for this layer's probabilities (output_attentions)
+    probs: Tensor | None = None  # (B, H, Tq, Tk), set through Attention.record_probs
 
 
 class Attention(Component):
@@ -219,6 +222,26 @@ class Attention(Component):
         if causal:
             return causal_mask(length, length)
         return torch.ones(length, length, dtype=torch.bool)
+
+    def record_probs(
+        self,
+        ctx: AttentionContext,
+        q: Tensor,
+        k: Tensor,
+        *,
+        scale: float,
+        bias: Tensor | None = None,
+        keep: Tensor | None = None,
+        probs: Tensor | None = None,
+    ) -> None:
+        """When `ctx.want_probs`, store the probabilities (B, H, Tq, Tk) in `ctx.probs`: the
+        given `probs`, or the core's recomputation from q, k, the mask, bias and `keep`."""
+        if ctx.want_probs:
+            ctx.probs = (
+                probs
+                if probs is not None
+                else _probs.attention_probs(q, k, ctx.mask, scale=scale, bias=bias, keep=keep)
+            )
 
     def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:
         raise NotImplementedError

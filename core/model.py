@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -13,6 +14,7 @@ from .aux_loss import aux_loss_modules, pooled_aux_loss, reset_aux_losses
 from .cache import CrossCache, KVCache, LayerCache
 from .interfaces import AttentionContext, Embedding, Head, Position
 from .masks import AttentionMask
+from .outputs import StackRecord, requested_layers
 from .spec import Spec
 
 
@@ -25,6 +27,14 @@ class ModelOutput:
     loss: Tensor | None = None
     encoder_last_hidden_state: Tensor | None = None
     aux_loss: Tensor | None = None  # auxiliary losses (MoE load balancing), before weighting
+    # output_hidden_states / output_attentions (tuples, one entry per layer; see outputs.py)
+    hidden_states: tuple[Tensor, ...] | None = None
+    attentions: tuple[Tensor | None, ...] | None = None
+    encoder_hidden_states: tuple[Tensor, ...] | None = None
+    decoder_hidden_states: tuple[Tensor, ...] | None = None
+    encoder_attentions: tuple[Tensor | None, ...] | None = None
+    decoder_attentions: tuple[Tensor | None, ...] | None = None
+    cross_attentions: tuple[Tensor | None, ...] | None = None
 
     def __getitem__(self, key: str) -> Any:
         return getattr(self, key)
@@ -62,9 +72,11 @@ class Stack(nn.Module):
         memory: Tensor | None = None,
         memory_mask: Tensor | None = None,
         cache: KVCache | None = None,
+        record: StackRecord | None = None,
     ) -> Tensor:
         """Hidden states (B, T, D). With a cache, input_ids are the new tokens only and
-        attention_mask (if any) covers every cached token plus the new ones."""
+        attention_mask (if any) covers every cached token plus the new ones. `record`
+        collects hidden states and requested attention probabilities."""
         B, T = input_ids.shape
         past = 0 if cache is None else cache.length
         if position_ids is None:
@@ -85,6 +97,9 @@ class Stack(nn.Module):
             cross_ctx = AttentionContext(cross_mask)
         recompute = self.checkpointing and self.training and torch.is_grad_enabled()
         for j, i in enumerate(self.layer_map):
+            if record is not None:
+                x = self._recorded_layer(j, i, x, ctx, memory, cross_ctx, cache, record)
+                continue
             if recompute:  # keep only block inputs; recompute the rest in backward
                 x = checkpoint(self.blocks[i], x, ctx, memory, cross_ctx, use_reentrant=False)
                 continue
@@ -98,6 +113,31 @@ class Stack(nn.Module):
             x = self.blocks[i](x, layer_ctx, memory, layer_cross)
         if self.final_norm is not None:
             x = self.final_norm(x)
+        if record is not None:
+            record.final(x)
+        return x
+
+    def _recorded_layer(
+        self,
+        j: int,
+        i: int,
+        x: Tensor,
+        ctx: AttentionContext,
+        memory: Tensor | None,
+        cross_ctx: AttentionContext | None,
+        cache: KVCache | None,
+        record: StackRecord,
+    ) -> Tensor:
+        """Run layer use j (block i) keeping its input and, if asked, its probabilities."""
+        record.before_layer(x)
+        if cache is not None:
+            ctx = replace(ctx, cache=cache.layers[j])
+            if cross_ctx is not None:
+                cross_ctx = replace(cross_ctx, cache=cache.cross[j])
+        ctx, cross_ctx = record.layer_ctx(j, ctx, cross_ctx)
+        block = self.blocks[i]
+        x = block(x, ctx, memory, cross_ctx)
+        record.after_layer(j, block.attention.name, ctx, cross_ctx)
         return x
 
     def new_cache(self, batch: int, capacity: int, *, cross: bool = False) -> KVCache:
@@ -146,22 +186,42 @@ class ZooModel(nn.Module):
         cache: KVCache | None = None,
         encoder_outputs: Tensor | None = None,
         logits_to_keep: int | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool | Sequence[int] = False,
     ) -> ModelOutput:
         """Run the model; `labels` (-100 ignored) add a loss.
 
         Decoding: `cache` (from `new_cache`) makes the decoder see only new tokens;
         `encoder_outputs` skips the encoder; `logits_to_keep=n` scores the last n positions.
+        `output_hidden_states` and `output_attentions` (True or layer indices) add the
+        Hugging Face outputs; only the layers asked for compute their probabilities.
         """
+        rec = {
+            w: StackRecord(
+                output_hidden_states,
+                requested_layers(output_attentions, len(s.layer_map)),
+                len(s.layer_map),
+            )
+            for w, s in (("encoder", self.encoder), ("decoder", self.decoder))
+            if s is not None and (output_hidden_states or output_attentions)
+        }
         enc_out = None
         reset_aux_losses(self._aux_groups)
         if self.family == "encoder":
             self._check_ids(input_ids, "input_ids")
-            hidden = self.encoder(input_ids, attention_mask, token_type_ids, position_ids)
+            hidden = self.encoder(
+                input_ids, attention_mask, token_type_ids, position_ids, record=rec.get("encoder")
+            )
             mask = attention_mask
         elif self.family == "decoder":
             self._check_ids(input_ids, "input_ids")
             hidden = self.decoder(
-                input_ids, attention_mask, token_type_ids, position_ids, cache=cache
+                input_ids,
+                attention_mask,
+                token_type_ids,
+                position_ids,
+                cache=cache,
+                record=rec.get("decoder"),
             )
             mask = attention_mask
         else:
@@ -171,7 +231,11 @@ class ZooModel(nn.Module):
             enc_out = encoder_outputs
             if enc_out is None:
                 self._check_ids(input_ids, "input_ids")
-                enc_out = self.encoder(input_ids, attention_mask, token_type_ids)
+                enc_out = self.encoder(
+                    input_ids, attention_mask, token_type_ids, record=rec.get("encoder")
+                )
+            else:
+                rec.pop("encoder", None)  # the encoder did not run
             hidden = self.decoder(
                 decoder_input_ids,
                 decoder_attention_mask,
@@ -179,6 +243,7 @@ class ZooModel(nn.Module):
                 memory=enc_out,
                 memory_mask=attention_mask,
                 cache=cache,
+                record=rec.get("decoder"),
             )
             mask = decoder_attention_mask
         if logits_to_keep is not None:
@@ -197,7 +262,20 @@ class ZooModel(nn.Module):
             aux_loss, weighted = pooled_aux_loss(self._aux_groups, attention_mask)
             if loss is not None:
                 loss = loss + weighted
-        return ModelOutput(hidden, logits, loss, enc_out, aux_loss)
+        return ModelOutput(hidden, logits, loss, enc_out, aux_loss, **self._recorded(rec))
+
+    def _recorded(self, rec: dict[str, StackRecord]) -> dict[str, Any]:
+        """ModelOutput fields of the records: HF names per family."""
+        out: dict[str, Any] = {}
+        for which, record in rec.items():
+            hidden, attentions, cross = record.outputs()
+            if self.family != "encoder-decoder":
+                out.update(hidden_states=hidden, attentions=attentions)
+                continue
+            out[f"{which}_hidden_states"], out[f"{which}_attentions"] = hidden, attentions
+            if which == "decoder":
+                out["cross_attentions"] = cross
+        return out
 
     def _check_ids(self, ids: Tensor | None, name: str) -> None:
         if ids is None:

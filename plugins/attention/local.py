@@ -11,6 +11,7 @@ from typing import Any
 
 from torch import Tensor
 
+from archzoo.attention_probs import attention_probs, scatter_keys
 from archzoo.component import param
 from archzoo.interfaces import AttentionContext
 
@@ -68,4 +69,10 @@ class LocalAttention(SparseAttention):
         keep = keep & (index[None] >= 0)
         keep = keep[None] & valid[:, None, :]  # (B, Tq, S)
         out = masked_sdpa(q, keys, values, keep[:, None], scale=self.scale)  # (B, H, Tq, hd)
+        if ctx.want_probs:  # over the window's keys, scattered to their sequence positions
+            scale = self.scale if self.scale is not None else self.head_dim**-0.5
+            probs = attention_probs(q, keys, None, scale=scale, keep=keep[:, None])
+            self.record_probs(
+                ctx, q, keys, scale=scale, probs=scatter_keys(probs, index, ctx.cache.owner.length)
+            )
         return self.out(out.transpose(1, 2).reshape(B, Tq, self.q_dim))

@@ -118,11 +118,20 @@ class LongformerAttention(SparseAttention):
                 self._heads(self.k_global(x), self.n_kv),
                 self._heads(self.v_global(x), self.n_kv),
             )
+        pattern = self.make_pattern(Tk, x.device)
+        self.record_pattern_probs(ctx, q, k, pattern, causal, key_padding)
+        if ctx.want_probs and global_qkv is not None:  # global rows: their own q and k
+            local_probs = ctx.probs
+            self.record_pattern_probs(
+                ctx, global_qkv[0], global_qkv[1], pattern, causal, key_padding
+            )
+            rows = pattern.tokens if pattern.per_batch else pattern.tokens[None]  # (B|1, T)
+            ctx.probs = torch.where(rows[:, None, -Tq:, None], ctx.probs, local_probs)
         out = sparse_attention(
             q,
             k,
             v,
-            self.make_pattern(Tk, x.device),
+            pattern,
             causal=causal,
             key_padding=key_padding,
             scale=self.scale,

@@ -107,12 +107,13 @@ class MultiHeadAttention(Attention):
         B, Tq, _ = x.shape
         q, k, v = self.project(x, ctx, memory)
         bias = None
+        scale = self.scale if self.scale is not None else self.head_dim**-0.5
         if ctx.position is not None:
-            scale = self.scale if self.scale is not None else self.head_dim**-0.5
             bias = ctx.position.score_bias(ctx.position_state, q, k, scale)
         if ctx.position is not None and ctx.position.capabilities.values:
             out = self._attend_with_probs(q, k, v, ctx, bias)
         else:
+            self.record_probs(ctx, q, k, scale=scale, bias=bias)  # only when asked
             out = F.scaled_dot_product_attention(
                 q,
                 k,
@@ -145,5 +146,7 @@ class MultiHeadAttention(Attention):
                 if mask.dtype == torch.bool
                 else scores + mask
             )
-        probs = F.dropout(scores.softmax(-1), self.dropout, self.training)
+        probs = scores.softmax(-1)
+        self.record_probs(ctx, q, k, scale=scale, probs=probs)
+        probs = F.dropout(probs, self.dropout, self.training)
         return probs @ v + ctx.position.value_bias(ctx.position_state, probs)

@@ -417,15 +417,35 @@ class SparseAttention(MultiHeadAttention):
         q, k, v = self.project(x, ctx, None)  # (B, H, Tq, hd), (B, Hkv, Tk, hd)
         return self._attend(q, k, v, ctx)
 
+    def record_pattern_probs(
+        self,
+        ctx: AttentionContext,
+        q: Tensor,
+        k: Tensor,
+        pattern: SparsePattern,
+        causal: bool,
+        key_padding: Tensor | None,
+    ) -> None:
+        """When asked: the pattern's probabilities in the dense shape (dense reference mask)."""
+        if ctx.want_probs:
+            Tq, Tk = q.shape[2], k.shape[2]
+            keep = pattern_keep(
+                pattern, Tq, Tk, causal=causal, key_padding=key_padding, device=q.device
+            )
+            scale = self.scale if self.scale is not None else self.head_dim**-0.5
+            self.record_probs(ctx, q, k, scale=scale, keep=keep[:, None])  # (B, 1, Tq, Tk)
+
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext) -> Tensor:
         """The pattern's attention and the output projection: (B, Tq, d_model)."""
         B, _, Tq, _ = q.shape
         causal, key_padding = mask_factors(ctx.mask, Tq, k.shape[2])
+        pattern = self.make_pattern(k.shape[2], q.device)
+        self.record_pattern_probs(ctx, q, k, pattern, causal, key_padding)
         out = sparse_attention(
             q,
             k,
             v,
-            self.make_pattern(k.shape[2], q.device),
+            pattern,
             causal=causal,
             key_padding=key_padding,
             scale=self.scale,
