@@ -35,10 +35,11 @@ IDENTITY = Transform()
 
 
 class Transpose(Transform):
-    """Conv1D weights stored (in, out) <-> nn.Linear's (out, in); vectors pass unchanged."""
+    """Weights stored (in, out) <-> (out, in) on the last two dims (Conv1D matrices, stacked
+    expert matrices); vectors pass unchanged."""
 
     def forward(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
-        return [t.t() if t.dim() == 2 else t for t in ts]  # a view: no copy
+        return [t.transpose(-1, -2) if t.dim() >= 2 else t for t in ts]  # a view: no copy
 
     inverse = forward
 

@@ -16,6 +16,7 @@ from .attention.strided import StridedAttention
 from .block.parallel import ParallelBlock
 from .block.post_ln import PostLNBlock
 from .block.pre_ln import PreLNBlock
+from .block.res_post_ln import ResPostLNBlock
 from .block.sandwich_ln import SandwichLNBlock
 from .converters.albert import AlbertConverter
 from .converters.bart import BartConverter
@@ -26,6 +27,9 @@ from .converters.gpt_neo import GPTNeoConverter
 from .converters.gpt_neox import GPTNeoXConverter
 from .converters.llama import LlamaConverter
 from .converters.mistral import MistralConverter
+from .converters.mixtral import MixtralConverter
+from .converters.olmo2 import Olmo2Converter
+from .converters.qwen import Qwen2Converter, Qwen3Converter, Qwen3MoeConverter
 from .converters.t5 import T5Converter
 from .embedding.factorized import FactorizedEmbedding
 from .embedding.token import TokenEmbedding
@@ -71,6 +75,7 @@ BUILTIN_COMPONENTS = (
     RMSNorm,
     PostLNBlock,
     PreLNBlock,
+    ResPostLNBlock,
     SandwichLNBlock,
     ParallelBlock,
     MLPFeedForward,
@@ -98,6 +103,11 @@ BUILTIN_CONVERTERS = (
     GPTNeoXConverter(),
     GPTNeoConverter(),
     MistralConverter(),
+    MixtralConverter(),
+    Qwen2Converter(),
+    Qwen3Converter(),
+    Qwen3MoeConverter(),
+    Olmo2Converter(),
 )
 
 

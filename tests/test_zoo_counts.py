@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+from published_configs import CAUSAL_LM, PUBLISHED
 
 import archzoo
 
@@ -247,6 +248,15 @@ HF_COUNTERPARTS: dict[str, Counterpart] = {
         )
     ),
 }
+
+# zoo specs typed from their published configs (tests/published_configs.py)
+for _name, (_config, _kwargs) in PUBLISHED.items():
+    HF_COUNTERPARTS[_name] = Counterpart(
+        lambda c=_config, k=_kwargs: (
+            getattr(transformers, CAUSAL_LM[c]),
+            getattr(transformers, c)(**k),
+        )
+    )
 
 # Zoo specs with no transformers class of the same architecture, each with the reason.
 NO_HF_COUNTERPART: dict[str, str] = {

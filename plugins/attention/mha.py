@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from archzoo.component import Capabilities, param
-from archzoo.interfaces import Attention, AttentionContext
+from archzoo.interfaces import Attention, AttentionContext, NormFactory
 
 
 class MultiHeadAttention(Attention):
@@ -25,8 +25,13 @@ class MultiHeadAttention(Attention):
         bias: bool = param(True, "biases on the q/k/v projections")
         out_bias: bool | None = param(None, "bias on the output projection (null: as bias)")
         scale: float | None = param(None, "score scale (null: 1/sqrt(head_dim))", gt=0.0)
+        qk_norm: Literal["none", "head", "full"] = param(
+            "none", "normalise q and k with the spec's norm: per head (Qwen3) or whole (OLMo 2)"
+        )
 
-    def __init__(self, cfg: Any, dims: Any, *, cross: bool = False) -> None:
+    def __init__(
+        self, cfg: Any, dims: Any, *, cross: bool = False, make_norm: NormFactory | None = None
+    ) -> None:
         super().__init__(cfg, dims)
         self.cross = cross
         self.n_heads = dims.n_heads
@@ -47,6 +52,13 @@ class MultiHeadAttention(Attention):
         self.out = nn.Linear(q_dim, d, bias=out_bias)
         self.dropout = dims.attention_dropout
         self.scale = cfg.scale
+        self.q_norm = self.k_norm = None
+        if cfg.qk_norm != "none" and not cross:
+            if make_norm is None:
+                raise ValueError("qk_norm needs the spec's norm factory (make_norm)")
+            per_head = cfg.qk_norm == "head"
+            self.q_norm = make_norm(dims.head_dim if per_head else q_dim)
+            self.k_norm = make_norm(dims.head_dim if per_head else kv_dim)
 
     @classmethod
     def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
@@ -78,16 +90,20 @@ class MultiHeadAttention(Attention):
         self, x: Tensor, ctx: AttentionContext, memory: Tensor | None
     ) -> tuple[Tensor, Tensor, Tensor]:
         """q (B, H, Tq, hd), k and v (B, Hkv, Tk, hd), with positions and cache applied."""
-        if hasattr(self, "qkv"):
-            q, k, v = self.qkv(x).split([self.q_dim, self.kv_dim, self.kv_dim], dim=-1)
+        if memory is None:
+            if hasattr(self, "qkv"):
+                q, k, v = self.qkv(x).split([self.q_dim, self.kv_dim, self.kv_dim], dim=-1)
+            else:
+                q, k, v = self.q(x), self.k(x), self.v(x)
+            if self.cfg.qk_norm == "full":  # over all heads at once: (B, T, H*hd)
+                q, k = self.q_norm(q), self.k_norm(k)
             q, k, v = (
                 self._heads(q, self.n_heads),
                 self._heads(k, self.n_kv),
                 self._heads(v, self.n_kv),
             )
-        elif memory is None:
-            q = self._heads(self.q(x), self.n_heads)
-            k, v = self.project_kv(x)
+            if self.cfg.qk_norm == "head":  # each head's hd features: (B, H, T, hd)
+                q, k = self.q_norm(q), self.k_norm(k)
         else:  # cross-attention: memory keys/values are computed once per generation
             q = self._heads(self.q(x), self.n_heads)
             cache = ctx.cache

@@ -25,6 +25,11 @@ CROSS_Q, CROSS_K, CROSS_V, CROSS_OUT = (
 )
 FC_IN, FC_OUT = BLOCK + "ffn.fc_in", BLOCK + "ffn.fc_out"  # mlp
 GATE, UP, DOWN = BLOCK + "ffn.gate", BLOCK + "ffn.up", BLOCK + "ffn.down"  # glu
+Q_NORM, K_NORM = BLOCK + "attention.q_norm", BLOCK + "attention.k_norm"  # mha qk_norm
+ROUTER = BLOCK + "ffn.router"  # moe: (E, D) router
+EXPERTS_IN, EXPERTS_OUT = BLOCK + "ffn.w_in", BLOCK + "ffn.w_out"  # moe: (E, D, 2F), (E, F, D)
+SHARED_UP, SHARED_DOWN = BLOCK + "ffn.shared.up", BLOCK + "ffn.shared.down"  # [gate|up], down
+SHARED_GATE = BLOCK + "ffn.shared_gate"  # moe: sigmoid gate of the shared expert
 
 LM_PROJ = "head.proj"  # lm: the output projection (tied or not)
 LM_FIXED_BIAS = "head.fixed_bias"  # lm: a bias buffer (BART)

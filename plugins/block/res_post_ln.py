@@ -1,0 +1,19 @@
+"""Residual post-norm block (Swin v2; OLMo 2): each sublayer's output is normalised before the add."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from torch import Tensor
+
+from archzoo.component import Capabilities
+from archzoo.interfaces import Block
+
+
+class ResPostLNBlock(Block):
+    name = "res_post_ln"
+    summary = "x = x + norm(sublayer(x)) for each sublayer (no input norm); a final norm closes"
+    capabilities = Capabilities(final_norm=True)
+
+    def residual(self, x: Tensor, part: str, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        return x + self.dropout(getattr(self, f"{part}_norm")(sublayer(x)))

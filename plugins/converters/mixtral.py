@@ -1,0 +1,87 @@
+"""Mixtral: Mistral whose FFN is a mixture of 8 SwiGLU experts, top-2 softmax routing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from archzoo.converter import TensorSource, parse_fields
+from archzoo.hf_tensors import ZooNames
+
+from .common import LM_HEAD, table
+from .experts import PerExpert
+from .llama import LlamaConverter
+from .mistral import MistralConverter
+
+# the router and the stacked experts of a transformers-5 MoE block (gate_up: (E, 2F, D));
+# per-expert checkpoints are stacked into these names first (experts.PerExpert)
+MOE_TENSORS = """
+        layers.{i}.mlp.gate|layers.{i}.block_sparse_moe.gate    ROUTER
+        layers.{i}.mlp.experts.gate_up_proj     EXPERTS_IN      transpose   tensor
+        layers.{i}.mlp.experts.down_proj        EXPERTS_OUT     transpose   tensor
+"""
+
+
+def without_ffn_bias(fields: tuple) -> tuple:
+    """A dense converter's fields less `mlp_bias -> ffn.bias` (experts have no bias switch)."""
+    return tuple(f for f in fields if "ffn.bias" not in f.paths)
+
+
+def aux_loss_coef(spec: dict[str, Any], config: dict[str, Any]) -> None:
+    """transformers adds the router loss only with output_router_logits; so does the spec."""
+    coef = float(config.get("router_aux_loss_coef") or 0.0)
+    spec["ffn"]["aux_loss_coef"] = coef if config.get("output_router_logits") else 0.0
+
+
+class ExpertsConverter:
+    """Import/export through the table after (un)stacking per-expert checkpoint tensors."""
+
+    per_expert: PerExpert
+
+    def import_state(
+        self, src: TensorSource, config: dict[str, Any], names: ZooNames, ctx: dict[str, Any]
+    ) -> dict[str, Any]:
+        self.per_expert.stack(src, self.tensors.prefix(src.names()))
+        return super().import_state(src, config, names, ctx)
+
+    def export_state(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return self.per_expert.split(super().export_state(*args, **kwargs))
+
+
+class MixtralConverter(ExpertsConverter, MistralConverter):
+    model_type = "mixtral"
+    per_expert = PerExpert(
+        "block_sparse_moe.experts.{e}.w1.weight",
+        "block_sparse_moe.experts.{e}.w3.weight",
+        "block_sparse_moe.experts.{e}.w2.weight",
+    )
+    fixed = {
+        **LlamaConverter.fixed,
+        "ffn": {"kind": "moe", "expert": "glu", "activation": "swiglu", "router": "softmax_topk"},
+    }
+    fields = (
+        *without_ffn_bias(MistralConverter.fields),
+        *parse_fields(
+            """
+            num_local_experts           ffn.n_experts
+            num_experts_per_tok         ffn.top_k
+            router_jitter_noise         ffn.jitter          0.0
+            """
+        ),
+    )
+    tensors = table(
+        """
+        embed_tokens                            WORD
+        layers.{i}.input_layernorm              ATTN_NORM
+        layers.{i}.self_attn.(q_proj,k_proj,v_proj,o_proj)      Q,K,V,ATTN_OUT
+        layers.{i}.post_attention_layernorm     FFN_NORM
+        norm                                    FINAL_NORM
+        """
+        + MOE_TENSORS,
+        LM_HEAD,
+        prefixes=("model.", ""),
+    )
+
+    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        super().adjust(spec, config)
+        spec["ffn"] = {**spec["ffn"], "normalize": True}
+        aux_loss_coef(spec, config)

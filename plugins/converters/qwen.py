@@ -1,0 +1,93 @@
+"""Qwen2 (q/k/v biases), Qwen3 (per-head QK RMSNorm) and Qwen3-MoE (routed experts on some layers)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from archzoo.converter import ConversionError, parse_fields, spec_parts
+
+from .common import LM_HEAD, table
+from .experts import PerExpert
+from .llama import LlamaConverter
+from .mixtral import MOE_TENSORS, ExpertsConverter, aux_loss_coef, without_ffn_bias
+
+LLAMA_TENSORS = """
+        embed_tokens                            WORD
+        layers.{i}.input_layernorm              ATTN_NORM
+        layers.{i}.self_attn.(q_proj,k_proj,v_proj,o_proj)      Q,K,V,ATTN_OUT
+        layers.{i}.post_attention_layernorm     FFN_NORM
+        layers.{i}.mlp.(gate_proj,up_proj,down_proj)            GATE,UP,DOWN
+        norm                                    FINAL_NORM
+"""
+QK_NORM_TENSORS = """
+        layers.{i}.self_attn.(q_norm,k_norm)    Q_NORM,K_NORM
+"""
+
+
+def refuse_sliding_window(config: dict[str, Any]) -> None:
+    if config.get("use_sliding_window"):
+        raise ConversionError(
+            "config.json use_sliding_window=true is not supported for Qwen (layers from "
+            "max_window_layers on would need a window); only full attention"
+        )
+
+
+class Qwen2Converter(LlamaConverter):
+    model_type = "qwen2"
+    fixed = {
+        **LlamaConverter.fixed,
+        **spec_parts("attention: {kind: mha, fused_qkv: false, bias: true, out_bias: false}"),
+    }
+    fields = tuple(f for f in LlamaConverter.fields if f.hf != "attention_bias")
+
+    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        refuse_sliding_window(config)
+        super().adjust(spec, config)
+
+
+class Qwen3Converter(LlamaConverter):
+    model_type = "qwen3"
+    fixed = {
+        **LlamaConverter.fixed,
+        **spec_parts("attention: {kind: mha, fused_qkv: false, qk_norm: head}"),
+    }
+    tensors = table(LLAMA_TENSORS + QK_NORM_TENSORS, LM_HEAD, prefixes=("model.", ""))
+
+    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        refuse_sliding_window(config)
+        super().adjust(spec, config)
+
+
+class Qwen3MoeConverter(ExpertsConverter, Qwen3Converter):
+    model_type = "qwen3_moe"
+    per_expert = PerExpert(
+        "mlp.experts.{e}.gate_proj.weight",
+        "mlp.experts.{e}.up_proj.weight",
+        "mlp.experts.{e}.down_proj.weight",
+    )
+    fixed = {
+        **Qwen3Converter.fixed,
+        "ffn": {"kind": "moe", "expert": "glu", "activation": "swiglu", "router": "softmax_topk"},
+    }
+    fields = (
+        *without_ffn_bias(LlamaConverter.fields),
+        *parse_fields(
+            """
+            num_experts|num_local_experts   ffn.n_experts
+            num_experts_per_tok         ffn.top_k
+            moe_intermediate_size       ffn.d_expert
+            norm_topk_prob              ffn.normalize       False
+            """
+        ),
+    )
+    tensors = table(LLAMA_TENSORS + QK_NORM_TENSORS + MOE_TENSORS, LM_HEAD, prefixes=("model.", ""))
+
+    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        super().adjust(spec, config)
+        aux_loss_coef(spec, config)
+        step = int(config.get("decoder_sparse_step") or 1)
+        dense_only = set(config.get("mlp_only_layers") or ())
+        n = spec["n_layers"]
+        dense = [i for i in range(n) if i in dense_only or (i + 1) % step != 0]
+        if dense:  # these layers keep a dense SwiGLU of intermediate_size
+            spec["layers"] = [{"select": dense, "ffn": {"kind": "glu", "activation": "swiglu"}}]
