@@ -119,6 +119,11 @@ def test_every_named_path_exists_in_a_built_model():
             ("t5-small", {"n_layers": 1}),
             ("llama2-7b", {"n_layers": 1}),
             ("bart-base", {"n_layers": 1}),
+            ("qwen3-0.6b", {"n_layers": 1}),
+            (
+                "qwen3-30b-a3b",
+                {"n_layers": 1, "ffn.n_shared": 1, "ffn.shared_gate": True},
+            ),
         ]
     ]
     names = set()
