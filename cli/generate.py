@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 import archzoo
+from archzoo.errors import printable
 
 from .common import UserError
 
@@ -75,10 +76,10 @@ def generate_cmd(
         context.append(int(token[0]))
         text = tokenizer.decode(context)
         if not text.endswith("\ufffd"):  # wait for the rest of a multi-byte character
-            click.echo(text[len(printed) :], nl=False)
+            click.echo(printable(text[len(printed) :]), nl=False)  # tokens are file data
             printed = text
 
-    click.echo(printed, nl=False)
+    click.echo(printable(printed), nl=False)
     out = model.generate(
         ids,
         max_new_tokens=max_new_tokens,
@@ -99,5 +100,6 @@ def generate_cmd(
         else:
             context = out[0].tolist()
     final = tokenizer.decode(context)
-    click.echo(final[len(printed) :] if final.startswith(printed) else final, nl=False)
+    rest = final[len(printed) :] if final.startswith(printed) else final
+    click.echo(printable(rest), nl=False)
     click.echo()

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 import archzoo
+from archzoo.errors import printable
 
 from .common import UserError, user_errors
 
@@ -51,7 +52,7 @@ class ZooGroup(click.Group):
         except Exception as exc:
             if ctx.params.get("debug") or not isinstance(exc, user_errors()):
                 raise
-            raise UserError(str(exc)) from None
+            raise UserError(printable(str(exc))) from None  # text from files reaches here
 
 
 @click.group(cls=ZooGroup)

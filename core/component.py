@@ -10,6 +10,8 @@ from typing import Any, ClassVar
 
 from torch import nn
 
+from .errors import printable
+
 KINDS: tuple[str, ...] = (
     "embedding",
     "position",
@@ -185,5 +187,9 @@ def _check_type(value: Any, tp: Any) -> str | None:
             return f"must be a finite number, got {value!r}"
         return None if ok else f"must be a number, got {type(value).__name__} {value!r}"
     if tp is str:
-        return None if isinstance(value, str) else f"must be a string, got {value!r}"
+        if not isinstance(value, str):
+            return f"must be a string, got {value!r}"
+        if printable(value) != value:  # would reach terminals through names and messages
+            return f"must not contain control characters, got {value!r}"
+        return None
     return None

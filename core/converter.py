@@ -175,6 +175,7 @@ def get_path(data: Mapping[str, Any], path: str) -> Any:
 def name_of(config: dict[str, Any]) -> str:
     """The spec name: the checkpoint's directory name, or `<model_type>-import`."""
     path = str(config.get("_name_or_path") or "").rstrip("/").split("/")[-1]
+    path = "".join(c for c in path if c.isprintable())  # config text: no control sequences
     return path or f"{config['model_type']}-import"
 
 
@@ -182,11 +183,22 @@ SPECIAL_TOKENS = ("bos_token_id", "eos_token_id", "decoder_start_token_id", "for
 
 
 def spec_header(config: dict[str, Any]) -> dict[str, Any]:
-    """Name and the special token ids generation defaults to, shared by every type."""
-    return {
-        "name": name_of(config),
-        **{k: config[k] for k in SPECIAL_TOKENS if config.get(k) is not None},
-    }
+    """Name and the special token ids generation defaults to, shared by every type
+    (ids past the vocabulary dropped: config defaults such as GPT-2's 50256 outlive a
+    resized vocabulary, and no token can have them)."""
+    vocab = config.get("vocab_size")
+
+    def outside(t: Any) -> bool:
+        return isinstance(vocab, int) and type(t) is int and t >= vocab
+
+    out: dict[str, Any] = {"name": name_of(config)}
+    for k in SPECIAL_TOKENS:
+        value = config.get(k)
+        if isinstance(value, list):
+            value = [t for t in value if not outside(t)] or None
+        if value is not None and not outside(value):
+            out[k] = value
+    return out
 
 
 class Converter:

@@ -68,3 +68,10 @@ def dotted(path: tuple) -> str:
 
 class WeightsError(ValueError):
     """A weights file that cannot be read, written, or does not fit its spec."""
+
+
+def printable(text: str) -> str:
+    """`text` safe for a terminal: control characters (bar newline and tab) as escapes."""
+    return "".join(
+        c if c in "\n\t" or (c.isprintable() and c != "\x7f") else repr(c)[1:-1] for c in text
+    )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,9 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from .builder import build_model
+from .checkpoint_files import index_shards, read_json, regular_file
 from .converter import ConversionError, TensorSource
+from .errors import SpecError
 from .hf_tensors import ZooNames
 from .model import ZooModel
 from .registry import Registry, get_registry
@@ -21,14 +22,13 @@ from .weights import load_state
 
 def read_config(directory: Path) -> dict[str, Any]:
     path = directory / "config.json"
-    if not path.is_file():
+    if not path.exists():
         raise ConversionError(f"{directory}: no config.json")
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConversionError(f"{path}: not valid JSON ({exc})") from None
+    config = read_json(path, "config.json")
     if not isinstance(config, dict) or "model_type" not in config:
         raise ConversionError(f"{path}: no 'model_type' key")
+    if not isinstance(config["model_type"], str):
+        raise ConversionError(f"{path}: model_type must be a string, got {config['model_type']!r}")
     return config
 
 
@@ -36,11 +36,10 @@ def read_safetensors(directory: Path) -> dict[str, torch.Tensor]:
     """All tensors of model.safetensors or of the shards its index names. Never pickle."""
     single = directory / "model.safetensors"
     index = directory / "model.safetensors.index.json"
-    if single.is_file():
-        files = [single]
-    elif index.is_file():
-        weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map", {})
-        files = [directory / f for f in sorted(set(weight_map.values()))]
+    if single.exists():
+        files = [regular_file(single, "model.safetensors")]
+    elif index.exists():
+        files = index_shards(directory, index)
     else:
         pickles = [p.name for p in directory.glob("*.bin")] + [
             p.name for p in directory.glob("*.pt")
@@ -72,7 +71,10 @@ def from_hf(
     model_type = config["model_type"]
     converter = reg.converter(model_type)
     src = TensorSource(read_safetensors(d), str(d))
-    spec = load_spec(converter.to_spec(config), registry=reg)
+    try:
+        spec = load_spec(converter.to_spec(config), registry=reg)
+    except SpecError as exc:  # name the file the bad values came from
+        raise ConversionError(f"{d / 'config.json'}: describes an invalid model:\n{exc}") from None
     model = build_model(spec, device="meta", registry=reg)
     if hasattr(converter, "import_state"):  # the table names what the model holds
         state = converter.import_state(src, config, ZooNames.of(model), spec.data)

@@ -27,6 +27,15 @@ from .spec_fields import (
 from .yaml_source import Locs, load_yaml, read_text
 
 STACKS = ("encoder", "decoder")
+MAX_EXTENDS = 64  # specs in one `extends` chain
+MAX_LEN = 2**24  # longest max_len: 16M positions
+TOKEN_KEYS = (
+    "pad_token_id",
+    "bos_token_id",
+    "eos_token_id",
+    "decoder_start_token_id",
+    "forced_eos_token_id",
+)
 
 
 class Spec:
@@ -88,11 +97,21 @@ def select_layers(select: Any, n_layers: int) -> list[int]:
     """Layer indices of a `select:` value: a list of ints, 'start:stop:step', or 'all'."""
     if select == "all":
         return list(range(n_layers))
-    if isinstance(select, int) and not isinstance(select, bool):
+    if isinstance(select, bool) or (
+        isinstance(select, list) and any(isinstance(i, bool) for i in select)
+    ):
+        raise ValueError("true/false is not a layer index")
+    if isinstance(select, int):
         return [select]
     if isinstance(select, list):
+        if not all(isinstance(i, int) for i in select):
+            raise ValueError(f"layer indices must be integers, got {select!r}")
         return list(select)
-    parts = str(select).split(":")
+    if not isinstance(select, str) or not select.strip():
+        raise ValueError(f"got {select!r}")
+    if ":" not in select:  # '3' would select layer 3 by accident of quoting, or 'al' nothing
+        raise ValueError(f"{select!r} is a string but not 'all' or a 'start:stop:step' slice")
+    parts = select.split(":")
     if len(parts) > 3:
         raise ValueError(f"bad layer slice {select!r}")
     nums = [int(p) if p.strip() else None for p in parts]
@@ -139,7 +158,8 @@ def _read_source(
             rel = relative_to / path
             if rel.is_file():
                 path = rel
-        if not path.is_file():
+        special = path.exists() and not path.is_dir() and not path.is_file()  # FIFO, device
+        if not path.is_file() and not special:  # a special file is refused by read_text
             zoo = find_model(str(source), registry) if isinstance(source, str) else None
             if zoo is None:
                 models = list_models(registry)
@@ -177,6 +197,10 @@ def _load_with_extends(
                 )
             ]
         )
+    if len(chain) >= MAX_EXTENDS:
+        names = " -> ".join([*chain[:3], "...", ident])
+        msg = f"extends chain is longer than {MAX_EXTENDS} specs: {names}"
+        raise SpecError([SpecIssue("extends", msg, locs.get(("extends",)))])
     if ident in chain:
         names = " -> ".join([*chain, ident])
         raise SpecError([SpecIssue("extends", f"extends cycle: {names}", locs.get(("extends",)))])
@@ -246,8 +270,15 @@ def apply_overrides(data: dict, locs: Locs, overrides: Mapping[str, Any] | None)
     """Set dotted keys in place; component keys merge, others replace."""
     issues = []
     for key, value in (overrides or {}).items():
-        path = tuple(key.split("."))
+        if not isinstance(key, str):
+            issues.append(SpecIssue(repr(key), "override keys must be strings (dotted keys)"))
+            continue
         loc = Location(f"<override {key}>", 1, 1)
+        if key == "extends":  # it is read while loading, before overrides apply
+            msg = "cannot be overridden; write a spec file with `extends:` instead"
+            issues.append(SpecIssue(key, msg, loc))
+            continue
+        path = tuple(key.split("."))
         if not all(path):
             issues.append(SpecIssue(key, "empty key in override", loc))
             continue
@@ -367,6 +398,8 @@ class _Resolver:
                 merged = (
                     merge_component(base[key], data[key]) if base and base.get(key) else data[key]
                 )
+                if base is None and isinstance(merged, dict) and "kind" not in merged:
+                    merged = {"kind": COMPONENT_DEFAULTS[key], **merged}  # `--set norm.eps=...`
                 resolved = self.component(key, merged, path + (key,))
             elif base is not None:
                 resolved = base.get(key)
@@ -400,9 +433,12 @@ class _Resolver:
                 bad = [j for j in idx if not isinstance(j, int) or not 0 <= j < n]
                 if bad:
                     self.issue(p + ("select",), f"layer indices {bad} outside 0..{n - 1}")
-            except (ValueError, TypeError):
+                elif not idx:
+                    self.issue(p + ("select",), f"selects no layer (there are {n})")
+            except (ValueError, TypeError) as exc:
                 self.issue(
-                    p + ("select",), "must be a list of layer indices, 'start:stop:step' or 'all'"
+                    p + ("select",),
+                    f"{exc}; expected a list of layer indices, 'start:stop:step' or 'all'",
                 )
             keys = tuple(k for k in LAYER_KEYS if k in entry and k != "select")
             resolved = {"select": entry["select"]}
@@ -493,6 +529,12 @@ def _check_model(spec: Spec, r: _Resolver) -> None:
             f"head {head_cls.name!r} does not fit a {family} model; "
             f"it fits: {', '.join(head_cls.families)}",
         )
+    vocab = spec.data["vocab_size"]
+    for key in TOKEN_KEYS:  # generation would index past the embedding table
+        value = spec.data[key]
+        for tok in value if isinstance(value, list) else [value]:
+            if tok is not None and not 0 <= tok < vocab:
+                r.issue((key,), f"token id {tok} is outside the vocabulary 0..{vocab - 1}")
     est = 0
     for which in spec.stacks():
         cfg = spec.stack(which)
@@ -567,6 +609,8 @@ def _check_model(spec: Spec, r: _Resolver) -> None:
         if pos_cls.capabilities.embed:  # a position table may hold max_len vectors
             est += cfg["max_len"] * d
     est += spec.data["vocab_size"] * spec.data["d_model"]
+    if spec.data["max_len"] > MAX_LEN:  # position tables, caches and masks scale with it
+        r.issue(("max_len",), f"must be <= {MAX_LEN}, got {spec.data['max_len']}")
     if est > 2e12:
         r.issue(("d_model",), f"absurd size: about {est:.2e} parameters (limit 2e12)")
 

@@ -50,8 +50,10 @@ def save(model: ZooModel, path: str | os.PathLike[str]) -> None:
 def read_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
     """The safetensors header metadata, with a clear error for unreadable files."""
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise WeightsError(f"{p}: no such file")
+    if not p.is_file():  # a FIFO or device would block or never end
+        raise WeightsError(f"{p}: not a regular file")
     try:
         with safe_open(str(p), framework="pt") as f:
             return f.metadata() or {}
@@ -72,8 +74,12 @@ def load(
     try:
         spec_data = json.loads(meta[SPEC_KEY])
         aliases = json.loads(meta.get(ALIASES_KEY, "{}"))
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise WeightsError(f"{p}: spec metadata is not valid JSON ({exc})") from None
+    if isinstance(spec_data, dict) and spec_data.get("extends") is not None:
+        raise WeightsError(  # a saved spec is resolved: loading it reads no other file
+            f"{p}: the stored spec names extends={spec_data['extends']!r}; saved specs are resolved"
+        )
     if not isinstance(aliases, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in aliases.items()
     ):
@@ -113,6 +119,9 @@ def load_state(
     """Copy tensors into the model strictly: missing, unexpected or mis-shaped names fail."""
     expected = model.state_dict()
     full: dict[str, Any] = dict(state)
+    clash = sorted(set(aliases) & set(state))
+    if clash:  # an alias must not replace a tensor the file stores
+        raise WeightsError(f"{where}: aliases name stored tensors: {', '.join(clash[:10])}")
     for alias, target in aliases.items():
         if target in state:
             full[alias] = state[target]
@@ -128,6 +137,13 @@ def load_state(
         for k in expected
         if k in full and full[k].shape != expected[k].shape
     ]
+    kinds = [  # an int or bool tensor where the model has floats: refuse, never cast
+        f"{k}: file {full[k].dtype} vs model {expected[k].dtype}"
+        for k in expected
+        if k in full
+        and full[k].dtype != expected[k].dtype
+        and not (full[k].is_floating_point() and expected[k].is_floating_point())
+    ]
     problems = []
     if missing:
         problems.append(f"missing tensors: {', '.join(missing[:10])}")
@@ -135,6 +151,8 @@ def load_state(
         problems.append(f"unexpected tensors: {', '.join(unexpected[:10])}")
     if shapes:
         problems.append("mis-shaped tensors: " + "; ".join(shapes[:10]))
+    if kinds:
+        problems.append("wrong-typed tensors: " + "; ".join(kinds[:10]))
     if problems:
         raise WeightsError(f"{where}: weights do not fit the spec: " + " | ".join(problems))
     params = dict(model.named_parameters(remove_duplicate=False))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -12,17 +13,43 @@ from .errors import Location, SpecError, SpecIssue, dotted
 MAX_NODES = 100_000  # alias expansion guard ("billion laughs")
 MAX_BYTES = 1_000_000
 
+MAX_WRITTEN_NODES = 10_000  # nodes in the text itself, counted while parsing (zoo specs: < 200)
+
 Locs = dict[tuple, Location]
+
+
+class _TooManyNodes(Exception):
+    def __init__(self, mark: yaml.Mark) -> None:
+        self.mark = mark
+
+
+class _CountingLoader(yaml.SafeLoader):
+    """The safe loader, stopping at MAX_WRITTEN_NODES: a 1 MB flow list would take minutes."""
+
+    written = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        self.written += 1
+        if self.written > MAX_WRITTEN_NODES:
+            raise _TooManyNodes(self.peek_event().start_mark)
+        return super().compose_node(parent, index)
 
 
 def read_text(path: Path) -> str:
     """Read a spec file as UTF-8, with a located error for bytes that are not."""
     try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):  # a FIFO or device would block or never end
+            raise SpecError([SpecIssue("", f"{path}: spec file is not a regular file")])
+        if info.st_size > MAX_BYTES:  # checked before reading it whole
+            msg = f"{path}: spec file is larger than {MAX_BYTES} bytes ({info.st_size})"
+            raise SpecError([SpecIssue("", msg)])
         raw = path.read_bytes()
     except OSError as exc:
-        raise SpecError([SpecIssue("", f"cannot read spec file: {exc.strerror}", None)]) from None
-    if len(raw) > MAX_BYTES:
-        raise SpecError([SpecIssue("", f"spec file is larger than {MAX_BYTES} bytes")])
+        msg = f"{path}: cannot read spec file: {exc.strerror}"
+        raise SpecError([SpecIssue("", msg, None)]) from None
+    if len(raw) > MAX_BYTES:  # grew while being read
+        raise SpecError([SpecIssue("", f"{path}: spec file is larger than {MAX_BYTES} bytes")])
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -35,7 +62,14 @@ def read_text(path: Path) -> str:
 
 def load_yaml(text: str, file: str) -> tuple[Any, Locs]:
     """Parse one YAML document with the safe loader; return the data and key locations."""
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = _CountingLoader(text)  # refuses control characters already here
+    except yaml.reader.ReaderError as exc:
+        pos = exc.position
+        line, col = text.count("\n", 0, pos) + 1, pos - (text.rfind("\n", 0, pos) + 1) + 1
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        msg = f"control character U+{code:04X} is not allowed in a spec"
+        raise SpecError([SpecIssue("", msg, Location(file, line, col))]) from None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -53,6 +87,10 @@ def load_yaml(text: str, file: str) -> tuple[Any, Locs]:
         raise SpecError([SpecIssue("", f"YAML syntax error: {what}", loc)]) from None
     except yaml.YAMLError as exc:
         raise SpecError([SpecIssue("", f"YAML error: {exc}", Location(file, 1, 1))]) from None
+    except _TooManyNodes as exc:
+        loc = Location(file, exc.mark.line + 1, exc.mark.column + 1)
+        msg = f"YAML has more than {MAX_WRITTEN_NODES} nodes (a spec has a few hundred)"
+        raise SpecError([SpecIssue("", msg, loc)]) from None
     except RecursionError:  # the composer recurses once per nesting level
         msg = "YAML nests too deeply (more levels than a spec can have)"
         raise SpecError([SpecIssue("", msg, Location(file, 1, 1))]) from None

@@ -1,0 +1,57 @@
+"""Untrusted checkpoint files: regular files only, bounded JSON, shard names kept inside."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from .converter import ConversionError
+
+MAX_JSON_BYTES = 50_000_000  # config.json, index and tokenizer files are far smaller
+
+
+def regular_file(path: Path, what: str) -> Path:
+    """`path` if it is a regular file; a FIFO or device would block or never end."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise ConversionError(f"{path}: cannot read {what} ({exc.strerror})") from None
+    if not stat.S_ISREG(mode):
+        raise ConversionError(f"{path}: {what} is not a regular file")
+    return path
+
+
+def read_json(path: Path, what: str, max_bytes: int = MAX_JSON_BYTES) -> Any:
+    """Parse a JSON file after checking its kind and size; errors name the file."""
+    regular_file(path, what)
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise ConversionError(f"{path}: {what} is {size} bytes (more than {max_bytes})")
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise ConversionError(f"{path}: {what} is not valid JSON ({exc})") from None
+
+
+def index_shards(directory: Path, index: Path) -> list[Path]:
+    """The shard files a model.safetensors.index.json names, each inside `directory`."""
+    data = read_json(index, "the weights index")
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise ConversionError(
+            f"{index}: expected an object with a non-empty 'weight_map' of tensor -> file"
+        )
+    bad = sorted({repr(v) for v in weight_map.values() if not isinstance(v, str) or not v})
+    if bad:
+        raise ConversionError(f"{index}: weight_map values must be file names, got {bad[0]}")
+    files = []
+    for name in sorted(set(weight_map.values())):
+        parts = PurePosixPath(name).parts
+        if PurePosixPath(name).is_absolute() or ".." in parts or "\\" in name or "\0" in name:
+            raise ConversionError(
+                f"{index}: shard {name!r} is outside the checkpoint directory {directory}"
+            )  # the name is checked, not its target: HF caches link shards to blobs elsewhere
+        files.append(regular_file(directory / name, f"shard {name!r}"))
+    return files
