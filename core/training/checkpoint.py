@@ -7,13 +7,11 @@ plain, DDP or FSDP2 model writes the same file and can resume under either.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
 from torch import nn
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
@@ -22,6 +20,8 @@ from torch.distributed.checkpoint.state_dict import (
     set_model_state_dict,
     set_optimizer_state_dict,
 )
+
+from ..safe_write import write_safetensors
 
 FORMAT = "archzoo-train-1"
 CHECKPOINT = "checkpoint.safetensors"
@@ -60,9 +60,7 @@ def save_checkpoint(
         "param_groups": json.dumps(optim_sd["param_groups"]),
         "scheduler": json.dumps(scheduler.state_dict()),
     }
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    save_file(tensors, str(tmp), metadata=metadata)
-    os.replace(tmp, path)
+    write_safetensors(path, tensors, metadata)  # atomic, no NumPy needed
 
 
 def read_info(path: Path) -> tuple[int, dict[str, Any]]:
