@@ -19,6 +19,7 @@ from .common import UserError, user_errors
 # command name -> (module of this package, attribute): loaded on first use
 COMMANDS = {
     "build": ("build", "build_cmd"),
+    "compare": ("compare", "compare_cmd"),
     "diff": ("diff", "diff_cmd"),
     "generate": ("generate", "generate_cmd"),
     "import": ("convert", "import_cmd"),

@@ -7,20 +7,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
-
-def matmul_params(model: nn.Module) -> int:
-    """Weights that take part in a matrix product per token (Linear layers, each use counted)."""
-    return sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+from ..costs import model_costs
 
 
 def train_flops_per_token(model: nn.Module, seq_len: int) -> int:
-    """6N + 12 L d T (PaLM appendix B): matmul weights plus attention scores, forward + backward."""
-    spec = model.spec
-    attention = 0
-    for which in spec.stacks():
-        cfg = spec.stack(which)
-        attention += 12 * cfg["n_layers"] * cfg["n_heads"] * cfg["head_dim"] * seq_len
-    return 6 * matmul_params(model) + attention
+    """Training FLOPs per token at context seq_len: 3 x the forward count (backward is 2x)."""
+    return 3 * model_costs(model, seq_len)["flops_per_token"]
 
 
 class PeakMemory:
