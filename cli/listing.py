@@ -12,6 +12,7 @@ import click
 
 import archzoo
 from archzoo.component import KINDS
+from archzoo.errors import printable
 
 from .common import UserError, emit_json, human, spec_source, table, user_errors
 
@@ -109,11 +110,11 @@ def print_plugins(rows: list[dict[str, Any]]) -> None:
         dist = f"{p['distribution'] or '-'} {p['version'] or ''}".strip()
         click.echo(f"{p['name']}  [{p['status']}]  from {dist}")
         if p["error"]:
-            click.echo(f"  error: {p['error']}")
+            click.echo(printable(f"  error: {p['error']}"))  # plugin text: no escapes
         if p["components"]:
             click.echo(f"  registered: {', '.join(p['components'])}")
         for d in p["zoo_dirs"]:
-            click.echo(f"  zoo dir: {d}")
+            click.echo(printable(f"  zoo dir: {d}"))
 
 
 @click.command("list")

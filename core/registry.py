@@ -145,7 +145,7 @@ class Registry:
         try:
             self.pm.subset_hook_caller("archzoo_register", others)(registrar=registrar)
             self._commit(registrar)
-        except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the rest
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a broken plugin must not break the rest
             info.status, info.error = "failed", f"{type(exc).__name__}: {exc}"
             self.pm.unregister(plugin)
             return info
@@ -173,20 +173,21 @@ class Registry:
                 other = self._components[key][1]
                 raise RegistryError(
                     f"duplicate component {cls.kind}:{cls.name}: registered by plugin "
-                    f"{other!r} and again by plugin {registrar.plugin!r}"
+                    f"{other!r} and again by plugin {registrar.plugin!r}; kept {other!r}'s"
                 )
             if key in seen:
                 raise RegistryError(
                     f"duplicate component {cls.kind}:{cls.name} within plugin {registrar.plugin!r}"
                 )
             seen[key] = registrar.plugin
+        self._check_zoo_names(registrar)
         types: set[str] = set()
         for conv in registrar.converters:
             if conv.model_type in self._converters or conv.model_type in types:
                 other = self._converters.get(conv.model_type, (None, registrar.plugin))[1]
                 raise RegistryError(
                     f"duplicate converter for model_type {conv.model_type!r}: registered by "
-                    f"plugin {other!r} and again by plugin {registrar.plugin!r}"
+                    f"plugin {other!r} and again by plugin {registrar.plugin!r}; kept {other!r}'s"
                 )
             types.add(conv.model_type)
         for cls in registrar.components:
@@ -195,13 +196,53 @@ class Registry:
             self._converters[conv.model_type] = (conv, registrar.plugin)
         self.zoo_dirs.extend(registrar.zoo_dirs)
 
+    def zoo_owners(self) -> dict[str, tuple[Path, str]]:
+        """Zoo model name -> (spec file, plugin), built-in zoo first."""
+        from importlib import resources
+
+        owners: dict[str, tuple[Path, str]] = {}
+        builtin = Path(str(resources.files("archzoo.zoo")))
+        dirs = [(builtin, "builtins")] + [(d, self._zoo_dir_plugin(d)) for d in self.zoo_dirs]
+        for d, plugin in dirs:
+            for p in sorted(d.glob("*.yaml")):
+                owners.setdefault(p.stem, (p, plugin))
+        return owners
+
+    def _zoo_dir_plugin(self, d: Path) -> str:
+        return next((n for n, i in self.plugins.items() if str(d) in i.zoo_dirs), "?")
+
+    def _check_zoo_names(self, registrar: Registrar) -> None:
+        """A plugin's zoo spec names must be new and printable; the error names both owners."""
+        owners = self.zoo_owners()
+        for d in registrar.zoo_dirs:
+            for p in sorted(d.glob("*.yaml")):
+                if not p.stem.isprintable():
+                    raise RegistryError(f"zoo spec file name {p.name!r} has control characters")
+                if p.stem in owners:
+                    path, other = owners[p.stem]
+                    raise RegistryError(
+                        f"zoo model {p.stem!r} of plugin {registrar.plugin!r} ({p}) is also "
+                        f"provided by plugin {other!r} ({path}); kept {other!r}'s"
+                    )
+                owners[p.stem] = (p, registrar.plugin)
+
     def _load_entry_points(self) -> None:
         disabled = {s.strip() for s in os.environ.get(DISABLE_ENV, "").split(",") if s.strip()}
-        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        eps = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+        for ep in sorted(eps, key=lambda e: (e.name, e.value)):  # the same order everywhere
             dist = getattr(ep, "dist", None)
             dist_name = dist.metadata["Name"] if dist is not None else None
             version = dist.version if dist is not None else None
-            if ep.name in self.plugins:
+            if ep.name in self.plugins:  # a second plugin of that name: reported, not loaded
+                kept = self.plugins[ep.name]
+                self.plugins[f"{ep.name} ({dist_name})"] = PluginInfo(
+                    ep.name,
+                    dist_name,
+                    version,
+                    status="failed",
+                    error=f"plugin name {ep.name!r} is also used by "
+                    f"{kept.distribution or ep.name!r}; kept that one",
+                )
                 continue
             if ep.name in disabled:
                 self.plugins[ep.name] = PluginInfo(
@@ -214,7 +255,7 @@ class Registry:
                 continue
             try:
                 obj = ep.load()
-            except Exception as exc:  # noqa: BLE001 - reported, not raised
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - sys.exit() at import too
                 self.plugins[ep.name] = PluginInfo(
                     ep.name,
                     dist_name,

@@ -164,11 +164,16 @@ def _read_source(
             if zoo is None:
                 models = list_models(registry)
                 hint = closest(str(source), models)
+                failed = [
+                    p for p in (registry or get_registry()).plugins.values() if p.status != "ok"
+                ]
+                note = "; note: plugin(s) not loaded: " if failed else ""
+                note += "; ".join(f"{p.name} ({p.error})" for p in failed)
                 raise SpecError(
                     [
                         SpecIssue(
                             "",
-                            f"no spec file or zoo model named {str(source)!r}",
+                            f"no spec file or zoo model named {str(source)!r}{note}",
                             None,
                             hint,
                         )
@@ -666,7 +671,13 @@ def _component_check(
             path + ("kind",),
             f"{kind} {cls.name!r} needs an even head dimension, got head_dim {dims.head_dim}",
         )
-    for pname, problem in cls.check(component_config(reg, kind, comp), dims):
+    try:
+        problems = list(cls.check(component_config(reg, kind, comp), dims))
+    except Exception as exc:  # noqa: BLE001 - a plugin's check() must not crash validation
+        plugin = reg.plugin_of(kind, cls.name)
+        r.issue(path, f"{kind} {cls.name!r} (plugin {plugin!r}) check() failed: {exc!r}")
+        return
+    for pname, problem in problems:
         r.issue(path + ((pname,) if pname else ()), problem)
 
 

@@ -13,6 +13,7 @@ from safetensors import SafetensorError, safe_open
 from .builder import build_model, capture_ties, restore_ties
 from .errors import SpecError, WeightsError
 from .model import ZooModel
+from .provenance import PROVENANCE_KEY, install_hint, provenance
 from .registry import get_registry
 from .safe_write import write_safetensors
 from .spec import load_spec
@@ -43,6 +44,7 @@ def save(model: ZooModel, path: str | os.PathLike[str]) -> None:
         SPEC_KEY: json.dumps(model.spec.data),
         ALIASES_KEY: json.dumps(aliases),
         VERSION_KEY: __version__,
+        PROVENANCE_KEY: json.dumps(provenance(model.spec.data, get_registry())),
     }
     write_safetensors(path, tensors, metadata)  # atomic, and no NumPy needed
 
@@ -86,8 +88,10 @@ def load(
         raise WeightsError(f"{p}: {ALIASES_KEY} metadata must map tensor names to tensor names")
     try:
         spec = load_spec(spec_data, registry=get_registry())
-    except SpecError as exc:
-        raise WeightsError(f"{p}: the spec stored in the file does not validate:\n{exc}") from None
+    except SpecError as exc:  # a component of a plugin not installed here: name the package
+        hint = install_hint(meta.get(PROVENANCE_KEY), get_registry())
+        msg = f"{p}: the spec stored in the file does not validate:\n{exc}{hint}"
+        raise WeightsError(msg) from None
     state = _read_tensors(p)
     stored = next((t.dtype for t in state.values() if t.is_floating_point()), None)
     model = build_model(spec, device="meta", dtype=stored)  # keep the saved precision
