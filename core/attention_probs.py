@@ -11,19 +11,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .masks import AttentionMask, causal_mask
+from .masks import AttentionMask
 
 
 def allowed_keys(mask: AttentionMask | None, q_len: int, k_len: int, device: torch.device):
     """Bool (B or 1, 1, Tq, Tk) of the keys each query may see, or None for all of them."""
-    if mask is None:
-        return None
-    if mask.keep is None:
-        return causal_mask(q_len, k_len, device=device)[None, None] if mask.is_causal else None
-    keep = mask.keep
-    if mask.empty_rows is not None:  # rows the mask opened for a finite softmax see nothing
-        keep = keep & ~mask.empty_rows
-    return keep
+    return None if mask is None else mask.allowed()  # empty rows stay empty (not opened)
 
 
 def attention_probs(

@@ -33,7 +33,6 @@ class LayerCache:
         self.length = 0  # tokens seen so far (may exceed capacity with a window)
         self.index = torch.full((capacity,), -1, dtype=torch.long, device=device)
         self.valid = torch.zeros(batch, capacity, dtype=torch.bool, device=device)
-        self.owner: KVCache | None = None  # gives each step's sequence indices and padding
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Store new keys/values (B, Hkv, T, hd); return every stored one (no window)."""
@@ -47,26 +46,31 @@ class LayerCache:
         self.length = start + t
         return self.k[:, :, : self.length], self.v[:, :, : self.length]
 
-    def extend(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def extend(
+        self, k: Tensor, v: Tensor, index: Tensor, valid: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Window caches: stored keys then the new ones (B, Hkv, S + T, hd), their sequence
-        indices (S + T,) and validity (B, S + T); afterwards only the newest `window` stay."""
-        index_new, valid_new = self.owner.step_index, self.owner.step_valid
-        keys, values = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
-        index = torch.cat([self.index, index_new])
-        valid = torch.cat([self.valid, valid_new], dim=1)
-        self.store(k, v)
-        return keys, values, index, valid
+        indices (S + T,) and validity (B, S + T); afterwards only the newest `window` stay.
 
-    def store(self, k: Tensor, v: Tensor) -> None:
+        index (T,) and valid (B, T) are the new tokens' sequence indices and padding flags
+        (the attention mask's `query_positions()` and `query_valid(B)`).
+        """
+        keys, values = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
+        all_index = torch.cat([self.index, index])
+        all_valid = torch.cat([self.valid, valid], dim=1)
+        self.store(k, v, index, valid)
+        return keys, values, all_index, all_valid
+
+    def store(self, k: Tensor, v: Tensor, index: Tensor, valid: Tensor) -> None:
         """Write the newest min(T, window) of the new keys into their ring slots."""
         t = k.shape[2]
         keep = min(t, self.capacity)
-        index_new = self.owner.step_index[t - keep :]
+        index_new = index[t - keep :]
         slots = index_new % self.capacity
         self.k[:, :, slots] = k[:, :, t - keep :]
         self.v[:, :, slots] = v[:, :, t - keep :]
         self.index[slots] = index_new
-        self.valid[:, slots] = self.owner.step_valid[:, t - keep :]
+        self.valid[:, slots] = valid[:, t - keep :]
         self.length += t
 
     def reorder(self, index: Tensor) -> None:
@@ -103,10 +107,6 @@ class KVCache:
         self.cross = cross
         self.capacity = capacity
         self.length = 0
-        for layer in layers:
-            layer.owner = self
-        self.step_index = torch.zeros(0, dtype=torch.long, device=device)  # this step's tokens
-        self.step_valid = torch.ones(batch, 0, dtype=torch.bool, device=device)
         self.positions = torch.zeros(batch, capacity, dtype=torch.long, device=device)
         self.key_padding = torch.ones(batch, capacity, dtype=torch.bool, device=device)
         self.padded = False  # whether any cached token was padding
@@ -130,8 +130,6 @@ class KVCache:
             self.key_padding[:, : start + t] = key_padding.to(torch.bool)
             self.padded = self.padded or not bool(key_padding.all())
         self.length = start + t
-        self.step_index = torch.arange(start, start + t, device=positions.device)
-        self.step_valid = self.key_padding[:, start : start + t]
         pad = self.key_padding[:, : self.length] if self.padded else None
         return self.positions[:, : self.length], pad
 

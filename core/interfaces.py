@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 import inspect
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import torch
@@ -181,12 +181,20 @@ Position.score_bias = adapt_score_bias(Position, Position.score_bias)  # type: i
 
 @dataclass
 class AttentionContext:
-    """What an attention layer needs besides its input: the mask and the position state."""
+    """What an attention layer needs besides its input, made once per forward and stack.
+
+    mask: the factors of which keys each query sees (`archzoo.masks.AttentionMask`).
+    position, position_state: the stack's position and its `prepare` result (None in
+    cross-attention). cache: this layer's LayerCache (self) or CrossCache (cross) when
+    decoding. inputs: per-batch tensors a component reads by name (Longformer's
+    "global_attention_mask"), given to the model as `attention_inputs`.
+    """
 
     mask: AttentionMask
     position: Position | None = None
     position_state: Any = None
-    cache: Any = None  # this layer's LayerCache (self) or CrossCache (cross), when decoding
+    cache: Any = None
+    inputs: Mapping[str, Tensor] = field(default_factory=dict)
     want_probs: bool = False  # asked for this layer's probabilities (output_attentions)
     probs: Tensor | None = None  # (B, H, Tq, Tk), set through Attention.record_probs
 

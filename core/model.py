@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -73,10 +73,12 @@ class Stack(nn.Module):
         memory_mask: Tensor | None = None,
         cache: KVCache | None = None,
         record: StackRecord | None = None,
+        attention_inputs: Mapping[str, Tensor] | None = None,
     ) -> Tensor:
         """Hidden states (B, T, D). With a cache, input_ids are the new tokens only and
         attention_mask (if any) covers every cached token plus the new ones. `record`
-        collects hidden states and requested attention probabilities."""
+        collects hidden states and requested attention probabilities. attention_inputs:
+        per-batch tensors for the attention components (ctx.inputs)."""
         B, T = input_ids.shape
         past = 0 if cache is None else cache.length
         if position_ids is None:
@@ -88,7 +90,8 @@ class Stack(nn.Module):
         mask = AttentionMask.build(
             T, k_pos.shape[1], causal=self.causal, key_padding=key_padding, device=input_ids.device
         )
-        ctx = AttentionContext(mask, self.position, self.position.prepare(position_ids, k_pos))
+        state = self.position.prepare(position_ids, k_pos)
+        ctx = AttentionContext(mask, self.position, state, inputs=attention_inputs or {})
         cross_ctx = None
         if memory is not None:
             cross_mask = AttentionMask.build(
@@ -188,6 +191,7 @@ class ZooModel(nn.Module):
         logits_to_keep: int | None = None,
         output_hidden_states: bool = False,
         output_attentions: bool | Sequence[int] = False,
+        attention_inputs: Mapping[str, Tensor] | None = None,
     ) -> ModelOutput:
         """Run the model; `labels` (-100 ignored) add a loss.
 
@@ -195,7 +199,10 @@ class ZooModel(nn.Module):
         `encoder_outputs` skips the encoder; `logits_to_keep=n` scores the last n positions.
         `output_hidden_states` and `output_attentions` (True or layer indices) add the
         Hugging Face outputs; only the layers asked for compute their probabilities.
+        `attention_inputs` are per-batch tensors attention components read by name
+        (Longformer's "global_attention_mask"); every stack receives them.
         """
+        extra = {"attention_inputs": attention_inputs}
         rec = {
             w: StackRecord(
                 output_hidden_states,
@@ -210,7 +217,12 @@ class ZooModel(nn.Module):
         if self.family == "encoder":
             self._check_ids(input_ids, "input_ids")
             hidden = self.encoder(
-                input_ids, attention_mask, token_type_ids, position_ids, record=rec.get("encoder")
+                input_ids,
+                attention_mask,
+                token_type_ids,
+                position_ids,
+                record=rec.get("encoder"),
+                **extra,
             )
             mask = attention_mask
         elif self.family == "decoder":
@@ -222,6 +234,7 @@ class ZooModel(nn.Module):
                 position_ids,
                 cache=cache,
                 record=rec.get("decoder"),
+                **extra,
             )
             mask = attention_mask
         else:
@@ -232,7 +245,7 @@ class ZooModel(nn.Module):
             if enc_out is None:
                 self._check_ids(input_ids, "input_ids")
                 enc_out = self.encoder(
-                    input_ids, attention_mask, token_type_ids, record=rec.get("encoder")
+                    input_ids, attention_mask, token_type_ids, record=rec.get("encoder"), **extra
                 )
             else:
                 rec.pop("encoder", None)  # the encoder did not run
@@ -244,6 +257,7 @@ class ZooModel(nn.Module):
                 memory_mask=attention_mask,
                 cache=cache,
                 record=rec.get("decoder"),
+                **extra,
             )
             mask = decoder_attention_mask
         if logits_to_keep is not None:

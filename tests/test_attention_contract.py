@@ -162,3 +162,174 @@ def test_attention_gets_the_spec_norm_factory():
     norm = model.decoder.blocks[0].attention.extra_norm
     assert (norm.name, norm.cfg.eps, tuple(norm.weight.shape)) == ("rmsnorm", 1e-3, (8,))
     assert isinstance(model.decoder.blocks[0].attention, Attention)
+
+
+# ---------------------------------------------------------------- masks: factors and shims
+
+
+def reference_keep(q_len: int, k_len: int, causal: bool, pad: torch.Tensor | None) -> torch.Tensor:
+    """(B or 1, Tq, Tk) by the definition: query i is key position k_len - q_len + i."""
+    keep = torch.ones(1, q_len, k_len, dtype=torch.bool)
+    for i in range(q_len):
+        for j in range(k_len):
+            if causal and j > k_len - q_len + i:
+                keep[0, i, j] = False
+    if pad is not None:
+        keep = keep & pad.bool()[:, None, :]
+    return keep
+
+
+@pytest.mark.parametrize("q_len, k_len", [(5, 5), (2, 5)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("padded", [False, True])
+def test_mask_materialisations_follow_the_factors(q_len, k_len, causal, padded):
+    from archzoo.masks import AttentionMask
+
+    pad = None
+    if padded:
+        pad = torch.ones(2, k_len, dtype=torch.long)
+        pad[0, :3] = 0  # with causal and 2 queries of 5 keys, no row is empty; 5x5: rows 0-2
+    mask = AttentionMask.build(q_len, k_len, causal=causal, key_padding=pad)
+    assert (mask.causal, mask.q_offset) == (causal, k_len - q_len)
+    ref = reference_keep(q_len, k_len, causal, pad)
+    empty = ~ref.any(-1)  # (B or 1, Tq)
+    allowed = mask.allowed()
+    if not causal and not padded:
+        assert allowed is None and mask.dense() is None and mask.empty() is None
+        assert mask.sdpa() == {"attn_mask": None, "is_causal": False}
+        return
+    assert torch.equal(allowed[:, 0], ref.expand_as(allowed[:, 0]))
+    got_empty = mask.empty()
+    if got_empty is None:
+        assert not empty.any()
+    else:
+        assert torch.equal(got_empty[:, 0, :, 0], empty)
+    dense = mask.dense()
+    assert torch.equal(dense[:, 0], (ref | empty[..., None]).expand_as(dense[:, 0]))
+    args = mask.sdpa()
+    if causal and not padded and q_len == k_len:
+        assert args == {"attn_mask": None, "is_causal": True}
+    else:
+        assert args["is_causal"] is False and torch.equal(args["attn_mask"], dense)
+
+
+def test_mask_block_mask_matches_the_dense_keep():
+    from archzoo.masks import AttentionMask
+
+    flex = pytest.importorskip("torch.nn.attention.flex_attention")
+    pad = torch.ones(2, 20, dtype=torch.bool)
+    pad[1, 15:] = False
+    mask = AttentionMask.build(20, 20, causal=True, key_padding=pad)
+    block = mask.block_mask(batch=2)
+    assert mask.block_mask(batch=2) is block  # made once per mask (one forward)
+    mod = mask.mask_mod()
+    b, q, k = torch.meshgrid(torch.arange(2), torch.arange(20), torch.arange(20), indexing="ij")
+    assert torch.equal(mod(b, None, q, k), mask.allowed()[:, 0])
+    assert isinstance(block, flex.BlockMask)
+
+
+class LegacyMaskMHA(MultiHeadAttention):
+    """mha's forward as written against the 0.1 mask API (keep/sdpa_mask/use_is_causal)."""
+
+    name = "legacy_mask_mha"
+
+    def forward(self, x: Tensor, ctx: Any, memory: Tensor | None = None) -> Tensor:
+        B, Tq, _ = x.shape
+        q, k, v = self.project(x, ctx, memory)
+        bias = None
+        if ctx.position is not None:
+            bias = ctx.position.score_bias(ctx.position_state, q, self.head_dim**-0.5)
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=ctx.mask.sdpa_mask(bias, q.dtype),
+            is_causal=ctx.mask.use_is_causal(bias),
+            enable_gqa=self.n_kv != self.n_heads,
+        )
+        if ctx.mask.keep is not None or ctx.mask.is_causal:  # the old fields still answer
+            out = ctx.mask.zero_empty_rows(out)
+        return self.out(out.transpose(1, 2).reshape(B, Tq, self.q_dim))
+
+
+@pytest.mark.parametrize("position", ["learned", "alibi"])
+def test_attention_on_the_old_mask_api_gives_the_same_numbers(position):
+    reg = registry_with(LegacyMaskMHA)
+    mask = torch.ones(2, 9, dtype=torch.long)
+    mask[0, :4] = 0
+    spec = {**TINY, "position": position, "attention": {"kind": "mha", "n_kv_heads": 2}}
+    legacy = {**spec, "attention": {"kind": "legacy_mask_mha", "n_kv_heads": 2}}
+    with pytest.warns(DeprecationWarning, match=r"mask\.sdpa\(bias, dtype\)"):
+        new, old = same_weights_logits(spec, legacy, reg, attention_mask=mask)
+    assert torch.equal(new, old)
+    with pytest.warns(DeprecationWarning):  # unpadded: SDPA's is_causal path
+        new, old = same_weights_logits(spec, legacy, reg)
+    assert torch.equal(new, old)
+
+
+def test_old_mask_fields_keep_their_meaning():
+    from archzoo.masks import AttentionMask
+
+    pad = torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]])
+    with pytest.warns(DeprecationWarning, match="mask.keep is deprecated: use mask.dense"):
+        mask = AttentionMask.build(4, 4, causal=True, key_padding=pad)
+        ref = reference_keep(4, 4, True, pad)
+        empty = ~ref.any(-1)
+        assert torch.equal(mask.keep[:, 0], ref | empty[..., None])
+        assert torch.equal(mask.empty_rows[:, 0, :, 0], empty)
+        assert mask.is_causal is False
+        plain = AttentionMask.build(4, 4, causal=True)
+        assert plain.keep is None and plain.is_causal and plain.empty_rows is None
+        assert plain.use_is_causal(None) and not plain.use_is_causal(torch.zeros(1, 1, 4, 4))
+        kept = AttentionMask.from_keep(ref[:, None])
+        assert torch.equal(kept.keep, mask.keep) and torch.equal(kept.empty_rows, mask.empty_rows)
+        out = torch.ones(2, 3, 4, 5)
+        assert kept.zero_empty_rows(out)[0, :, :2].abs().sum() == 0  # rows 0-1 see no key
+        assert kept.zero_empty_rows(out)[0, :, 2:].eq(1).all()
+
+
+# ---------------------------------------------------------------- the documented templates
+
+
+def contract_templates() -> dict[str, type]:
+    """The python blocks of docs/plugins.md's "Attention contract" section, executed."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "plugins.md").read_text()
+    section = text[text.index("## Attention contract") : text.index("## 3. Zoo specs")]
+    namespace: dict[str, Any] = {}
+    for i, block in enumerate(re.findall(r"```python\n(.*?)```", section, re.S)):
+        exec(compile(block, f"docs/plugins.md contract block {i}", "exec"), namespace)  # noqa: S102
+    return namespace
+
+
+def test_the_documented_templates_build_train_and_decode_with_the_cache():
+    ns = contract_templates()
+    reg = registry_with(ns["MyAttention"], ns["LearnedDistanceBias"])
+    torch.manual_seed(0)
+    spec = {
+        **TINY,
+        "norm": {"kind": "rmsnorm"},
+        "position": "distance_bias",
+        "attention": {"kind": "my_attention", "qk_norm": True},
+    }
+    model = archzoo.build_model("gpt2", spec, registry=reg)
+    att = model.decoder.blocks[0].attention
+    assert (att.q_norm.name, tuple(att.q_norm.weight.shape)) == ("rmsnorm", (8,))
+    ids = torch.randint(0, 50, (2, 9))
+    loss = model(ids, labels=ids).loss
+    loss.backward()
+    assert model.decoder.position.slope.grad.abs().sum() > 0  # the bias reaches the scores
+    model.eval()
+    pad = torch.ones(2, 9, dtype=torch.long)
+    pad[1, :2] = 0  # left padding
+    with torch.no_grad():
+        full = model(ids, attention_mask=pad).logits
+        cache = model.new_cache(batch=2, capacity=9)
+        steps = [model(ids[:, :5], attention_mask=pad[:, :5], cache=cache).logits]
+        for i in range(5, 9):
+            steps.append(
+                model(ids[:, i : i + 1], attention_mask=pad[:, : i + 1], cache=cache).logits
+            )
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-4)

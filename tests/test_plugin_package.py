@@ -241,7 +241,7 @@ def test_the_example_package_passes_its_own_tests_when_installed(python, tmp_pat
     (tests / "conftest.py").unlink()  # no src/ fallback: import the installed package
     result = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "6 passed" in result.stdout
+    assert "11 passed" in result.stdout
 
 
 def test_a_class_outside_its_kinds_interface_is_refused():

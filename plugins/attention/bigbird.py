@@ -60,7 +60,7 @@ class BigBirdAttention(SparseAttention):
         random_blocks: int = param(3, "random key blocks per query block", min=0)
         seed: int = param(0, "seed of the random blocks", min=0)
 
-    def make_pattern(self, length: int, device: Any = None) -> SparsePattern:
+    def make_pattern(self, length: int, device: Any = None, ctx: Any = None) -> SparsePattern:
         if self._pattern is None:
             self._pattern = BlockLayoutPattern(self._layout, self.cfg.block)
         return self._pattern

@@ -101,7 +101,7 @@ class BlockSparseAttention(SparseAttention):
                 )
         return issues
 
-    def make_pattern(self, length: int, device: Any = None) -> SparsePattern:
+    def make_pattern(self, length: int, device: Any = None, ctx: Any = None) -> SparsePattern:
         cfg = self.cfg
         if self._pattern is None:
             self._pattern = BlockLayoutPattern(self._layout, cfg.block)

@@ -56,5 +56,5 @@ class FixedAttention(SparseAttention):
             issues.append(("summary", f"must be <= stride {cfg.stride}, got {cfg.summary}"))
         return issues
 
-    def make_pattern(self, length: int, device: Any = None) -> SparsePattern:
+    def make_pattern(self, length: int, device: Any = None, ctx: Any = None) -> SparsePattern:
         return FixedPattern(self.cfg.stride, self.cfg.summary, self.cfg.block)

@@ -42,7 +42,7 @@ class LocalAttention(SparseAttention):
         window: int = param(256, "keys per query including itself (causal); |q-k| < window", min=1)
         block: int | None = param(None, "query/key block of the blocked path (null: window)", min=1)
 
-    def make_pattern(self, length: int, device: Any = None) -> SparsePattern:
+    def make_pattern(self, length: int, device: Any = None, ctx: Any = None) -> SparsePattern:
         w = self.cfg.window
         return LocalPattern(w, self.cfg.block or max(w, 16))
 
@@ -54,25 +54,29 @@ class LocalAttention(SparseAttention):
         if cache is None or cache.window is None:
             return super().forward(x, ctx, memory)
         q, k, v = self.project(x, replace(ctx, cache=None), None)
-        if cache.length == 0 and cache.owner.length == x.shape[1]:  # prefill: the blocked path
+        index, valid = ctx.mask.query_positions(), ctx.mask.query_valid(x.shape[0])
+        if cache.length == 0 and ctx.mask.q_offset == 0:  # prefill: the blocked path
             out = self._attend(q, k, v, ctx)
-            cache.store(k, v)  # then keep only the prompt's last window
+            cache.store(k, v, index, valid)  # then keep only the prompt's last window
             return out
-        return self._decode(q, k, v, ctx)
+        return self._decode(q, k, v, ctx, index, valid)
 
-    def _decode(self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext) -> Tensor:
-        """New queries against the cached window plus the new keys (B, Hkv, W + T, hd)."""
+    def _decode(
+        self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext, index: Tensor, valid: Tensor
+    ) -> Tensor:
+        """New queries (at sequence positions `index`) against the cached window plus the new
+        keys (B, Hkv, W + T, hd)."""
         B, _, Tq, _ = q.shape
-        keys, values, index, valid = ctx.cache.extend(k, v)
-        q_index = ctx.cache.owner.step_index[:, None]  # (Tq, 1) sequence index of each query
-        keep = (index[None] <= q_index) & (index[None] > q_index - self.cfg.window)  # (Tq, S)
-        keep = keep & (index[None] >= 0)
-        keep = keep[None] & valid[:, None, :]  # (B, Tq, S)
+        keys, values, key_index, key_valid = ctx.cache.extend(k, v, index, valid)
+        q_index = index[:, None]  # (Tq, 1) sequence index of each query
+        keep = (key_index[None] <= q_index) & (key_index[None] > q_index - self.cfg.window)
+        keep = keep & (key_index[None] >= 0)  # (Tq, S)
+        keep = keep[None] & key_valid[:, None, :]  # (B, Tq, S)
         out = masked_sdpa(q, keys, values, keep[:, None], scale=self.scale)  # (B, H, Tq, hd)
         if ctx.want_probs:  # over the window's keys, scattered to their sequence positions
             scale = self.scale if self.scale is not None else self.head_dim**-0.5
             probs = attention_probs(q, keys, None, scale=scale, keep=keep[:, None])
             self.record_probs(
-                ctx, q, keys, scale=scale, probs=scatter_keys(probs, index, ctx.cache.owner.length)
+                ctx, q, keys, scale=scale, probs=scatter_keys(probs, key_index, ctx.mask.k_len)
             )
         return self.out(out.transpose(1, 2).reshape(B, Tq, self.q_dim))

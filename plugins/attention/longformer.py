@@ -2,7 +2,8 @@
 
 Each query sees keys within `window // 2` positions (HF's `attention_window`); global tokens
 see every key and are seen by every query. Global positions come from the spec
-(`global_tokens`) and/or per batch through `global_attention(model, mask)`. With
+(`global_tokens`) and/or per batch, as the forward's
+`attention_inputs={"global_attention_mask": (B, T) bool}` (or `global_attention(model, mask)`). With
 `global_projections`, global rows use their own q/k/v projections, as in Longformer.
 """
 
@@ -18,15 +19,9 @@ from torch import Tensor, nn
 
 from archzoo.component import param
 from archzoo.interfaces import AttentionContext
+from archzoo.masks import AttentionMask
 
-from .sparse import (
-    SparseAttention,
-    SparsePattern,
-    band_layout,
-    key_block_any,
-    mask_factors,
-    sparse_attention,
-)
+from .sparse import SparseAttention, SparsePattern, band_layout, key_block_any
 
 
 class LongformerPattern(SparsePattern):
@@ -81,76 +76,73 @@ class LongformerAttention(SparseAttention):
 
     def __init__(self, cfg: Any, dims: Any, *, cross: bool = False) -> None:
         super().__init__(cfg, dims, cross=cross)
-        self.global_mask: Tensor | None = None  # (B, T) set by `global_attention`
         if cfg.global_projections:
             d, bias = dims.d_model, cfg.bias
             self.q_global = nn.Linear(d, self.q_dim, bias=bias)
             self.k_global = nn.Linear(d, self.kv_dim, bias=bias)
             self.v_global = nn.Linear(d, self.kv_dim, bias=bias)
 
-    def make_pattern(self, length: int, device: Any = None) -> SparsePattern:
+    def make_pattern(
+        self, length: int, device: Any = None, ctx: AttentionContext | None = None
+    ) -> SparsePattern:
+        """The spec's global tokens, plus the batch's `global_attention_mask` (B, T) if given."""
         cfg = self.cfg
         tokens = torch.zeros(length, dtype=torch.bool, device=device)
         for p in cfg.global_tokens:
             if p < length:
                 tokens[p] = True
-        if self.global_mask is not None:
-            tokens = self.global_mask.to(device=device, dtype=torch.bool) | tokens
+        per_batch = None if ctx is None else ctx.inputs.get(GLOBAL_INPUT)
+        if per_batch is not None:
+            if per_batch.shape[-1] != length:
+                raise ValueError(
+                    f"{GLOBAL_INPUT} covers {per_batch.shape[-1]} tokens, the sequence has {length}"
+                )
+            tokens = per_batch.to(device=device, dtype=torch.bool) | tokens
         half = cfg.window // 2
         return LongformerPattern(half, tokens, cfg.block or max(half, 16))
 
-    def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:
-        if memory is not None:
-            raise ValueError("attention 'longformer' is self-attention only")
-        B, Tq, _ = x.shape
-        q, k, v = self.project(x, ctx, None)  # (B, H, Tq, hd), (B, Hkv, Tk, hd)
-        Tk = k.shape[2]
-        if self.global_mask is not None and self.global_mask.shape[-1] != Tk:
-            raise ValueError(
-                f"global attention mask covers {self.global_mask.shape[-1]} tokens, "
-                f"the sequence has {Tk}"
-            )
-        causal, key_padding = mask_factors(ctx.mask, Tq, Tk)
-        global_qkv = None
-        if self.cfg.global_projections:
-            global_qkv = (
-                self._heads(self.q_global(x), self.n_heads),
-                self._heads(self.k_global(x), self.n_kv),
-                self._heads(self.v_global(x), self.n_kv),
-            )
-        pattern = self.make_pattern(Tk, x.device)
-        self.record_pattern_probs(ctx, q, k, pattern, causal, key_padding)
+    def global_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor] | None:
+        if not self.cfg.global_projections:
+            return None
+        return (
+            self._heads(self.q_global(x), self.n_heads),
+            self._heads(self.k_global(x), self.n_kv),
+            self._heads(self.v_global(x), self.n_kv),
+        )
+
+    def record_pattern_probs(
+        self,
+        ctx: AttentionContext,
+        q: Tensor,
+        k: Tensor,
+        mask: AttentionMask,
+        global_qkv: tuple[Tensor, Tensor, Tensor] | None = None,
+    ) -> None:
+        super().record_pattern_probs(ctx, q, k, mask)
         if ctx.want_probs and global_qkv is not None:  # global rows: their own q and k
             local_probs = ctx.probs
-            self.record_pattern_probs(
-                ctx, global_qkv[0], global_qkv[1], pattern, causal, key_padding
-            )
-            rows = pattern.tokens if pattern.per_batch else pattern.tokens[None]  # (B|1, T)
-            ctx.probs = torch.where(rows[:, None, -Tq:, None], ctx.probs, local_probs)
-        out = sparse_attention(
-            q,
-            k,
-            v,
-            pattern,
-            causal=causal,
-            key_padding=key_padding,
-            scale=self.scale,
-            dropout_p=self.dropout if self.training else 0.0,
-            impl="blocked" if global_qkv is not None else self.cfg.impl,
-            global_qkv=global_qkv,
-        )
-        out = out.transpose(1, 2).reshape(B, Tq, self.q_dim)  # (B, Tq, H*hd)
-        return self.out(out)
+            super().record_pattern_probs(ctx, global_qkv[0], global_qkv[1], mask)
+            tokens = mask.pattern.tokens
+            rows = tokens if tokens.dim() == 2 else tokens[None]  # (B|1, T)
+            ctx.probs = torch.where(rows[:, None, -q.shape[2] :, None], ctx.probs, local_probs)
+
+
+GLOBAL_INPUT = "global_attention_mask"  # the per-batch input's name (HF's argument name)
 
 
 @contextlib.contextmanager
 def global_attention(model: nn.Module, mask: Tensor) -> Iterator[None]:
-    """Give every longformer layer of `model` per-batch global tokens (B, T) for a forward."""
-    layers = [m for m in model.modules() if isinstance(m, LongformerAttention)]
-    for m in layers:
-        m.global_mask = mask.bool()
+    """Pass per-batch global tokens (B, T) to every forward of `model` in this block.
+
+    Same as calling `model(..., attention_inputs={"global_attention_mask": mask})`.
+    """
+
+    def add_input(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        inputs = {**(kwargs.get("attention_inputs") or {}), GLOBAL_INPUT: mask.bool()}
+        return args, {**kwargs, "attention_inputs": inputs}
+
+    handle = model.register_forward_pre_hook(add_input, with_kwargs=True)
     try:
         yield
     finally:
-        for m in layers:
-            m.global_mask = None
+        handle.remove()

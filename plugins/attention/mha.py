@@ -134,9 +134,8 @@ class MultiHeadAttention(Attention):
                 q,
                 k,
                 v,
-                attn_mask=ctx.mask.sdpa_mask(bias, q.dtype),
+                **ctx.mask.sdpa(bias, q.dtype),
                 dropout_p=self.dropout if self.training else 0.0,
-                is_causal=ctx.mask.use_is_causal(bias),
                 scale=self.scale,
                 enable_gqa=self.n_kv != self.n_heads,
             )  # (B, H, Tq, hd)
@@ -147,21 +146,17 @@ class MultiHeadAttention(Attention):
     def _attend_with_probs(
         self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext, bias: Tensor | None
     ) -> Tensor:
-        """Explicit softmax path for positions that act on the probabilities (Shaw's a^V)."""
+        """Explicit softmax path for positions that act on the values (Shaw's a^V)."""
         if self.n_kv != self.n_heads:
             k = k.repeat_interleave(self.n_heads // self.n_kv, dim=1)  # (B, H, Tk, hd)
             v = v.repeat_interleave(self.n_heads // self.n_kv, dim=1)
         scale = self.scale if self.scale is not None else self.head_dim**-0.5
         scores = (q @ k.transpose(-1, -2)) * scale  # (B, H, Tq, Tk)
-        mask = ctx.mask.sdpa_mask(bias, q.dtype)
-        if mask is None and ctx.mask.is_causal:
-            mask = ctx.mask.sdpa_mask(torch.zeros_like(scores), q.dtype)
-        if mask is not None:
-            scores = (
-                scores.masked_fill(~mask, torch.finfo(q.dtype).min)
-                if mask.dtype == torch.bool
-                else scores + mask
-            )
+        if bias is not None:
+            scores = scores + bias.to(scores.dtype)
+        keep = ctx.mask.dense()
+        if keep is not None:
+            scores = scores.masked_fill(~keep, torch.finfo(q.dtype).min)
         probs = scores.softmax(-1)
         self.record_probs(ctx, q, k, scale=scale, probs=probs)
         probs = F.dropout(probs, self.dropout, self.training)

@@ -27,7 +27,7 @@ from torch import Tensor
 
 from archzoo.component import Capabilities, param
 from archzoo.interfaces import AttentionContext
-from archzoo.masks import AttentionMask
+from archzoo.masks import AttentionMask, Pattern
 
 from .mha import MultiHeadAttention
 
@@ -39,29 +39,7 @@ except ImportError:  # pragma: no cover - old torch
     _flex_attention = None
 
 
-class SparsePattern:
-    """Which keys each query may attend to (before causal and padding masks are applied)."""
-
-    block: int = 64  # size of the query/key blocks of the layout
-
-    def allowed(self, q: Tensor, k: Tensor, length: int) -> Tensor:
-        """Bool, True where query position q may see key position k (broadcast; may add a
-        leading batch dim). `length` is the number of keys in the sequence."""
-        raise NotImplementedError
-
-    def allowed_at(self, b: Tensor, q: Tensor, k: Tensor, length: int) -> Tensor:
-        """The predicate at one (batch, query, key) triple (FlexAttention's mask_mod)."""
-        return self.allowed(q, k, length)
-
-    def layout(self, n_blocks: int, length: int) -> Tensor:
-        """Bool (nb, nb): key blocks each query block needs. It must cover every allowed
-        pair whose query is not a global query; it may cover more."""
-        raise NotImplementedError
-
-    def global_queries(self, length: int, device: torch.device) -> Tensor | None:
-        """Queries that attend to every key, computed densely on their own: (G,) or (B, G)
-        positions with -1 for none, or None. `layout` need not cover their rows."""
-        return None
+SparsePattern = Pattern  # the predicate + block layout a mask carries (archzoo.masks)
 
 
 # ---------------------------------------------------------------- layout helpers
@@ -89,41 +67,37 @@ def key_block_any(keys: Tensor, n_blocks: int, block: int) -> Tensor:
 # ---------------------------------------------------------------- masks
 
 
-def mask_factors(mask: AttentionMask, q_len: int, k_len: int) -> tuple[bool, Tensor | None]:
-    """(causal, key_padding (B, Tk) bool or None) of a stack's self-attention mask.
-
-    `AttentionMask` keeps causal & padding as one (B, 1, Tq, Tk) tensor when padding is
-    present; both factors are recovered from it (queries are the last Tq of Tk keys).
-    """
-    if mask.keep is None:
-        return mask.is_causal, None
-    if mask.causal is not None:  # built by AttentionMask.build: the factors are known
-        return mask.causal, mask.key_padding
-    keep = mask.keep[:, 0]  # (B, Tq, Tk)
-    seen = keep if mask.empty_rows is None else keep & ~mask.empty_rows[:, 0]
-    key_padding = seen.any(dim=1)  # a real key is seen at least by itself (or by everyone)
-    offset = k_len - q_len
-    q = torch.arange(q_len, device=keep.device)[:, None] + offset
-    future = torch.arange(k_len, device=keep.device)[None, :] > q
-    causal = not bool((seen & future).any())
-    return causal, key_padding
+def mask_sdpa(
+    q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, *, scale: float | None, dropout_p: float
+) -> Tensor:
+    """SDPA under a mask's dense materialisation; a query with no allowed key gets zeros."""
+    out = F.scaled_dot_product_attention(
+        q,
+        k,
+        v,
+        **mask.sdpa(),
+        dropout_p=dropout_p,
+        scale=scale,
+        enable_gqa=q.shape[1] != k.shape[1],
+    )
+    return mask.zero_empty_rows(out)
 
 
 def masked_sdpa(
     q: Tensor, k: Tensor, v: Tensor, keep: Tensor, *, scale: float | None, dropout_p: float = 0.0
 ) -> Tensor:
     """SDPA under a bool keep mask (B, 1, Tq, Tk); a query with no allowed key gets zeros."""
-    mask = AttentionMask.from_keep(keep)  # opens empty rows so the softmax stays finite
-    out = F.scaled_dot_product_attention(
-        q,
-        k,
-        v,
-        attn_mask=mask.keep,
-        dropout_p=dropout_p,
-        scale=scale,
-        enable_gqa=q.shape[1] != k.shape[1],
+    return mask_sdpa(q, k, v, AttentionMask.from_keep(keep), scale=scale, dropout_p=dropout_p)
+
+
+def pattern_mask(
+    pattern: SparsePattern, q: Tensor, k: Tensor, *, causal: bool, key_padding: Tensor | None
+) -> AttentionMask:
+    """The mask of a pattern with causal and padding factors, for q (.., Tq, hd), k (.., Tk, hd)."""
+    Tq, Tk = q.shape[2], k.shape[2]
+    return AttentionMask(
+        Tq, Tk, causal=causal, key_padding=key_padding, pattern=pattern, device=q.device
     )
-    return mask.zero_empty_rows(out)
 
 
 def pattern_keep(
@@ -136,29 +110,10 @@ def pattern_keep(
     device: Any = None,
 ) -> Tensor:
     """The dense (B or 1, Tq, Tk) bool mask: pattern & causal & padding (queries last)."""
-    q = torch.arange(k_len - q_len, k_len, device=device)[:, None]
-    k = torch.arange(k_len, device=device)[None, :]
-    keep = pattern.allowed(q, k, k_len)
-    if causal:
-        keep = keep & (k <= q)
-    if key_padding is not None:
-        keep = keep & key_padding[:, None, :]
-    if keep.dim() == 2:
-        keep = keep[None]
-    return keep
-
-
-def pattern_key_count(pattern: SparsePattern, length: int, *, causal: bool) -> float:
-    """Keys the last query sees (causal) or the mean keys per query, rows taken in chunks."""
-    k = torch.arange(length)[None, :]
-    if causal:
-        q = torch.tensor([[length - 1]])
-        return float((pattern.allowed(q, k, length) & (k <= q)).sum())
-    total, chunk = 0, max(1, 2**22 // length)
-    for start in range(0, length, chunk):
-        q = torch.arange(start, min(start + chunk, length))[:, None]
-        total += int(pattern.allowed(q, k, length).expand(len(q), length).sum())
-    return total / length
+    mask = AttentionMask(
+        q_len, k_len, causal=causal, key_padding=key_padding, pattern=pattern, device=device
+    )
+    return mask.allowed()[:, 0]
 
 
 # ---------------------------------------------------------------- execution paths
@@ -176,10 +131,8 @@ def dense_attention(
     dropout_p: float = 0.0,
 ) -> Tensor:
     """Reference: the full masked computation. q (B, H, Tq, hd), k/v (B, Hkv, Tk, hd)."""
-    keep = pattern_keep(
-        pattern, q.shape[2], k.shape[2], causal=causal, key_padding=key_padding, device=q.device
-    )
-    return masked_sdpa(q, k, v, keep[:, None], scale=scale, dropout_p=dropout_p)  # (B, 1, Tq, Tk)
+    mask = pattern_mask(pattern, q, k, causal=causal, key_padding=key_padding)
+    return mask_sdpa(q, k, v, mask, scale=scale, dropout_p=dropout_p)
 
 
 def _rows_attention(
@@ -315,34 +268,24 @@ def flex_attention(
     scale: float | None = None,
 ) -> Tensor:
     """FlexAttention with a block mask from the pattern's predicate (no dropout)."""
+    mask = pattern_mask(pattern, q, k, causal=causal, key_padding=key_padding)
+    return mask_flex(q, k, v, mask, scale=scale)
+
+
+def mask_flex(
+    q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, *, scale: float | None
+) -> Tensor:
+    """FlexAttention under the mask's BlockMask (made once per forward), compiled on CUDA."""
     global _compiled_flex
     if _flex_attention is None:
         raise RuntimeError("FlexAttention is not available in this version of torch")
-    B, H, Tq, _ = q.shape
-    Tk = k.shape[2]
-    offset = Tk - Tq
-
-    def mask_mod(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        qi = q_idx + offset
-        ok = pattern.allowed_at(b, qi, kv_idx, Tk)
-        if causal:
-            ok = ok & (kv_idx <= qi)
-        if key_padding is not None:
-            ok = ok & key_padding[b, kv_idx]
-        return ok
-
-    mask_b = B if key_padding is not None or _per_batch(pattern) else None
-    block_mask = create_block_mask(mask_mod, mask_b, None, Tq, Tk, device=q.device)
     run = _flex_attention
     if not torch.compiler.is_compiling() and q.device.type == "cuda":
         if _compiled_flex is None:
             _compiled_flex = torch.compile(_flex_attention, dynamic=False)
         run = _compiled_flex
-    return run(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=H != k.shape[1])
-
-
-def _per_batch(pattern: SparsePattern) -> bool:
-    return getattr(pattern, "per_batch", False)
+    block_mask = mask.block_mask(batch=q.shape[0])
+    return run(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=q.shape[1] != k.shape[1])
 
 
 def sparse_attention(
@@ -359,7 +302,24 @@ def sparse_attention(
     global_qkv: tuple[Tensor, Tensor, Tensor] | None = None,
 ) -> Tensor:
     """Run a pattern by the chosen path; 'auto' picks flex (compiled/CUDA), else blocked."""
-    same_len = q.shape[2] == k.shape[2]
+    mask = pattern_mask(pattern, q, k, causal=causal, key_padding=key_padding)
+    return attend(q, k, v, mask, scale=scale, dropout_p=dropout_p, impl=impl, global_qkv=global_qkv)
+
+
+def attend(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: AttentionMask,
+    *,
+    scale: float | None,
+    dropout_p: float = 0.0,
+    impl: str = "auto",
+    global_qkv: tuple[Tensor, Tensor, Tensor] | None = None,
+) -> Tensor:
+    """Attention under a mask that carries a pattern, by the path `impl` names ('auto': flex
+    when compiled or on CUDA, else blocked when queries and keys coincide, else dense)."""
+    blockable = q.shape[2] == k.shape[2] and mask.q_offset == 0 and mask.explicit is None
     if impl == "auto":
         use_flex = (
             flex_available()
@@ -367,15 +327,24 @@ def sparse_attention(
             and dropout_p == 0.0
             and global_qkv is None
         )
-        impl = "flex" if use_flex else ("blocked" if same_len else "dense")
-    kw: dict[str, Any] = {"causal": causal, "key_padding": key_padding, "scale": scale}
+        impl = "flex" if use_flex else ("blocked" if blockable else "dense")
     if impl == "flex":
-        return flex_attention(q, k, v, pattern, **kw)
-    if impl == "blocked" and same_len:
-        return blocked_attention(q, k, v, pattern, dropout_p=dropout_p, global_qkv=global_qkv, **kw)
+        return mask_flex(q, k, v, mask, scale=scale)
+    if impl == "blocked" and blockable:
+        return blocked_attention(
+            q,
+            k,
+            v,
+            mask.pattern,
+            causal=mask.causal,
+            key_padding=mask.key_padding,
+            scale=scale,
+            dropout_p=dropout_p,
+            global_qkv=global_qkv,
+        )
     if global_qkv is not None:
         raise ValueError("separate global projections need the blocked path (no KV cache)")
-    return dense_attention(q, k, v, pattern, dropout_p=dropout_p, **kw)
+    return mask_sdpa(q, k, v, mask, scale=scale, dropout_p=dropout_p)
 
 
 # ---------------------------------------------------------------- the component base
@@ -395,8 +364,10 @@ class SparseAttention(MultiHeadAttention):
             "auto", "execution: auto (flex when compiled/CUDA, else blocked), blocked, dense, flex"
         )
 
-    def make_pattern(self, length: int, device: Any = None) -> SparsePattern:
-        """The pattern for a sequence of `length` keys."""
+    def make_pattern(
+        self, length: int, device: Any = None, ctx: AttentionContext | None = None
+    ) -> SparsePattern:
+        """The pattern for a sequence of `length` keys (per-batch inputs come from `ctx`)."""
         raise NotImplementedError
 
     def keep_mask(self, length: int, *, causal: bool) -> Tensor:
@@ -407,50 +378,46 @@ class SparseAttention(MultiHeadAttention):
     def cache_layout(self) -> tuple[int, int, int | None]:
         return self.n_kv, self.head_dim, None  # every key cached; the pattern masks them
 
-    def keys_per_query(self, context: int, causal: bool) -> float:
-        """The pattern's real key count: the last query's (causal) or the mean per query."""
-        return pattern_key_count(self.make_pattern(context, "cpu"), context, causal=causal)
+    def global_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor] | None:
+        """Separate q, k, v for the global query rows (Longformer), or None."""
+        return None
 
     def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:
         if memory is not None:
             raise ValueError(f"attention {self.name!r} is self-attention only")
         q, k, v = self.project(x, ctx, None)  # (B, H, Tq, hd), (B, Hkv, Tk, hd)
-        return self._attend(q, k, v, ctx)
+        return self._attend(q, k, v, ctx, x)
 
     def record_pattern_probs(
         self,
         ctx: AttentionContext,
         q: Tensor,
         k: Tensor,
-        pattern: SparsePattern,
-        causal: bool,
-        key_padding: Tensor | None,
+        mask: AttentionMask,
+        global_qkv: tuple[Tensor, Tensor, Tensor] | None = None,
     ) -> None:
         """When asked: the pattern's probabilities in the dense shape (dense reference mask)."""
         if ctx.want_probs:
-            Tq, Tk = q.shape[2], k.shape[2]
-            keep = pattern_keep(
-                pattern, Tq, Tk, causal=causal, key_padding=key_padding, device=q.device
-            )
             scale = self.scale if self.scale is not None else self.head_dim**-0.5
-            self.record_probs(ctx, q, k, scale=scale, keep=keep[:, None])  # (B, 1, Tq, Tk)
+            self.record_probs(ctx, q, k, scale=scale, keep=mask.allowed())  # (B, 1, Tq, Tk)
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext) -> Tensor:
+    def _attend(
+        self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext, x: Tensor | None = None
+    ) -> Tensor:
         """The pattern's attention and the output projection: (B, Tq, d_model)."""
         B, _, Tq, _ = q.shape
-        causal, key_padding = mask_factors(ctx.mask, Tq, k.shape[2])
-        pattern = self.make_pattern(k.shape[2], q.device)
-        self.record_pattern_probs(ctx, q, k, pattern, causal, key_padding)
-        out = sparse_attention(
+        mask = ctx.mask.with_pattern(self.make_pattern(k.shape[2], q.device, ctx))
+        global_qkv = None if x is None else self.global_qkv(x)
+        self.record_pattern_probs(ctx, q, k, mask, global_qkv)
+        out = attend(
             q,
             k,
             v,
-            pattern,
-            causal=causal,
-            key_padding=key_padding,
+            mask,
             scale=self.scale,
             dropout_p=self.dropout if self.training else 0.0,
-            impl=self.cfg.impl,
+            impl="blocked" if global_qkv is not None else self.cfg.impl,
+            global_qkv=global_qkv,
         )
         out = out.transpose(1, 2).reshape(B, Tq, self.q_dim)  # (B, Tq, H*hd)
         return self.out(out)

@@ -43,5 +43,5 @@ class StridedAttention(SparseAttention):
         stride: int = param(128, "l: local span and column period (about sqrt(n))", min=1)
         block: int = param(64, "query/key block of the blocked path", min=1)
 
-    def make_pattern(self, length: int, device: Any = None) -> SparsePattern:
+    def make_pattern(self, length: int, device: Any = None, ctx: Any = None) -> SparsePattern:
         return StridedPattern(self.cfg.stride, self.cfg.block)

@@ -1,4 +1,4 @@
-"""An example archzoo plugin: ScaleNorm, talking-heads attention and a zoo spec using them."""
+"""An example archzoo plugin: ScaleNorm, talking-heads and QK-norm attention, zoo specs."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from typing import Any
 
 from archzoo import hookimpl
 
+from .qk_norm import QKNormAttention
 from .scalenorm import ScaleNorm
 from .talking_heads import TalkingHeadsAttention
 
-__all__ = ["ScaleNorm", "TalkingHeadsAttention", "archzoo_register"]
+__all__ = ["QKNormAttention", "ScaleNorm", "TalkingHeadsAttention", "archzoo_register"]
 
 ZOO_DIR = Path(__file__).parent / "zoo"
 
@@ -20,4 +21,5 @@ def archzoo_register(registrar: Any) -> None:
     """Add this plugin's components and its directory of zoo specs."""
     registrar.add_component(ScaleNorm)
     registrar.add_component(TalkingHeadsAttention)
+    registrar.add_component(QKNormAttention)
     registrar.add_zoo_dir(ZOO_DIR)

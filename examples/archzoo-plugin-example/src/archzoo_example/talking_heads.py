@@ -20,7 +20,6 @@ from torch import Tensor, nn
 
 from archzoo import Capabilities, param
 from archzoo.interfaces import Attention, AttentionContext
-from archzoo.masks import causal_mask
 
 
 class TalkingHeadsAttention(Attention):
@@ -69,12 +68,12 @@ class TalkingHeadsAttention(Attention):
             k, v = ctx.cache.append(k, v)  # (B, H, Tk, hd)
         scale = self.cfg.scale if self.cfg.scale is not None else self.head_dim**-0.5
         scores = (q @ k.transpose(-1, -2)) * scale  # (B, H, Tq, Tk)
-        bias = pos.score_bias(state, q, scale) if pos is not None else None
+        bias = pos.score_bias(state, q, k, scale) if pos is not None else None
         if bias is not None:
             scores = scores + bias.to(scores.dtype)
         if self.score_mix is not None:
             scores = mix_heads(scores, self.score_mix)
-        keep = allowed(ctx, Tq, scores.shape[-1], scores.device)
+        keep = ctx.mask.dense()  # (B or 1, 1, Tq, Tk) bool, or None: every key visible
         if keep is not None:
             scores = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
         probs = scores.softmax(-1)
@@ -82,7 +81,7 @@ class TalkingHeadsAttention(Attention):
             probs = mix_heads(probs, self.prob_mix)
         probs = F.dropout(probs, self.dropout, self.training)
         out = probs @ v  # (B, H, Tq, hd)
-        if getattr(pos, "needs_probs", False):  # Shaw et al.: relative values
+        if pos is not None and pos.capabilities.values:  # Shaw et al.: relative values
             out = out + pos.value_bias(state, probs)
         out = ctx.mask.zero_empty_rows(out)
         return self.out(out.transpose(1, 2).reshape(B, Tq, self.inner))  # (B, Tq, H*hd)
@@ -91,12 +90,3 @@ class TalkingHeadsAttention(Attention):
 def mix_heads(t: Tensor, mix: Tensor) -> Tensor:
     """Mix the head axis of (B, H, Tq, Tk): out[:, g] = sum_h t[:, h] * mix[h, g]."""
     return torch.einsum("bhqk,hg->bgqk", t, mix.to(t.dtype))
-
-
-def allowed(ctx: AttentionContext, q_len: int, k_len: int, device: torch.device) -> Tensor | None:
-    """Bool (B or 1, 1, Tq, Tk) of the keys each query may see, or None for all of them."""
-    if ctx.mask.keep is not None:
-        return ctx.mask.keep
-    if ctx.mask.is_causal:
-        return causal_mask(q_len, k_len, device=device)[None, None]
-    return None
