@@ -22,6 +22,7 @@ from .converters.albert import AlbertConverter
 from .converters.bart import BartConverter
 from .converters.bert import BertConverter, RobertaConverter
 from .converters.bloom import BloomConverter
+from .converters.gemma import GemmaConverter
 from .converters.gpt2 import GPT2Converter
 from .converters.gpt_neo import GPTNeoConverter
 from .converters.gpt_neox import GPTNeoXConverter
@@ -104,6 +105,7 @@ BUILTIN_CONVERTERS = (
     GPTNeoConverter(),
     MistralConverter(),
     MixtralConverter(),
+    GemmaConverter(),
     Qwen2Converter(),
     Qwen3Converter(),
     Qwen3MoeConverter(),

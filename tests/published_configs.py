@@ -93,6 +93,22 @@ PUBLISHED: dict[str, tuple[str, dict]] = {
             tie_word_embeddings=False,
         ),
     ),
+    "gemma-2b": (
+        "GemmaConfig",
+        dict(
+            vocab_size=256000,
+            hidden_size=2048,
+            intermediate_size=16384,
+            num_hidden_layers=18,
+            num_attention_heads=8,
+            num_key_value_heads=1,
+            head_dim=256,
+            max_position_embeddings=8192,
+            rms_norm_eps=1e-6,
+            rope_parameters={**ROPE, "rope_theta": 10000.0},
+            tie_word_embeddings=True,
+        ),
+    ),
 }
 
 CAUSAL_LM = {
@@ -101,4 +117,5 @@ CAUSAL_LM = {
     "Qwen3Config": "Qwen3ForCausalLM",
     "Qwen3MoeConfig": "Qwen3MoeForCausalLM",
     "Olmo2Config": "Olmo2ForCausalLM",
+    "GemmaConfig": "GemmaForCausalLM",
 }
