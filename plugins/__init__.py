@@ -30,6 +30,7 @@ from .converters.llama import LlamaConverter
 from .converters.mistral import MistralConverter
 from .converters.mixtral import MixtralConverter
 from .converters.olmo2 import Olmo2Converter
+from .converters.openai_gpt import OpenAIGPTConverter
 from .converters.qwen import Qwen2Converter, Qwen3Converter, Qwen3MoeConverter
 from .converters.t5 import T5Converter
 from .embedding.factorized import FactorizedEmbedding
@@ -106,6 +107,7 @@ BUILTIN_CONVERTERS = (
     MistralConverter(),
     MixtralConverter(),
     GemmaConverter(),
+    OpenAIGPTConverter(),
     Qwen2Converter(),
     Qwen3Converter(),
     Qwen3MoeConverter(),

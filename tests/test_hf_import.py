@@ -33,6 +33,11 @@ CASES = {
     "llama": lambda: tiny_hf("llama"),
     "bloom": lambda: tiny_hf("bloom"),
     "gpt_neox": lambda: tiny_hf("gpt_neox", rotary_pct=0.5),
+    "openai-gpt": lambda: __import__("transformers").OpenAIGPTLMHeadModel(
+        __import__("transformers").OpenAIGPTConfig(
+            vocab_size=V, n_positions=64, n_embd=32, n_layer=2, n_head=4
+        )
+    ),
 }
 
 SEQ2SEQ = {

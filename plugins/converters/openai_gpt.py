@@ -1,0 +1,51 @@
+"""GPT-1 (`openai-gpt`): post-LN decoder, learned positions, Conv1D (transposed) projections,
+no final norm, head tied to the token table."""
+
+from __future__ import annotations
+
+from archzoo.converter import Converter, Field, Values, parse_fields, spec_parts
+
+from .common import LM_HEAD, PAD_AND_TIE, table
+
+# transformers' GPT-1 `afn` names: its "gelu" is the tanh approximation (OpenAI's original)
+AFN = Values({"gelu": "gelu_tanh", "relu": "relu", "silu": "silu", "swish": "silu"})
+
+
+class OpenAIGPTConverter(Converter):
+    model_type = "openai-gpt"
+    family = "decoder"
+    fixed = spec_parts(
+        "embedding: token, position: learned, block: post_ln, norm: layernorm, ffn: mlp, head: lm",
+        "attention: {kind: mha, fused_qkv: true, bias: true}",
+    )
+    fields = (
+        *parse_fields(
+            """
+            vocab_size              vocab_size
+            n_embd                  d_model
+            n_layer                 n_layers
+            n_head                  n_heads
+            n_positions             max_len
+            resid_pdrop             dropout             0.1
+            attn_pdrop              attention_dropout   0.1
+            embd_pdrop              embedding.dropout   0.1
+            layer_norm_epsilon      norm.eps            1e-5
+            afn                     ffn.activation      gelu        AFN
+            """,
+            AFN=AFN,
+        ),
+        Field("n_inner", "d_ff", lambda c: 4 * c["n_embd"]),
+        *PAD_AND_TIE,
+    )
+    tensors = table(
+        """
+        tokens_embed            WORD
+        positions_embed         POSITION
+        h.{i}.attn.(c_attn,c_proj)              QKV,ATTN_OUT    transpose   # Conv1D: (in, out)
+        h.{i}.(ln_1,ln_2)                       ATTN_NORM,FFN_NORM
+        h.{i}.mlp.(c_fc,c_proj)                 FC_IN,FC_OUT    transpose
+        """,
+        LM_HEAD,
+        prefixes=("transformer.", ""),
+        ignore=("h.{i}.attn.bias", "position_ids"),  # causal-mask and position buffers
+    )
