@@ -18,6 +18,7 @@ from .common import UserError, user_errors
 
 # command name -> (module of this package, attribute): loaded on first use
 COMMANDS = {
+    "attn": ("attn", "attn_cmd"),
     "build": ("build", "build_cmd"),
     "compare": ("compare", "compare_cmd"),
     "diff": ("diff", "diff_cmd"),
