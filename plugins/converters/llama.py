@@ -9,6 +9,19 @@ from archzoo.converter import Converter, Field, parse_fields, spec_parts
 from .common import LM_HEAD, PAD_AND_TIE, SIZES, table
 from .rope import rope_parameters
 
+# Llama-layout tensors, shared by the types built on it (Mistral, Qwen, Gemma, OLMo 2, MoEs)
+ATTENTION_TENSORS = """
+        embed_tokens                            WORD
+        layers.{i}.input_layernorm              ATTN_NORM
+        layers.{i}.self_attn.(q_proj,k_proj,v_proj,o_proj)      Q,K,V,ATTN_OUT
+        layers.{i}.post_attention_layernorm     FFN_NORM
+        norm                                    FINAL_NORM
+"""
+ROTARY_BUFFER = ("layers.{i}.self_attn.rotary_emb.inv_freq",)  # saved by old versions
+MLP_TENSORS = """
+        layers.{i}.mlp.(gate_proj,up_proj,down_proj)            GATE,UP,DOWN
+"""
+
 
 class LlamaConverter(Converter):
     model_type = "llama"
@@ -36,17 +49,7 @@ class LlamaConverter(Converter):
         *PAD_AND_TIE[:1],
     )
     tensors = table(
-        """
-        embed_tokens                            WORD
-        layers.{i}.input_layernorm              ATTN_NORM
-        layers.{i}.self_attn.(q_proj,k_proj,v_proj,o_proj)      Q,K,V,ATTN_OUT
-        layers.{i}.post_attention_layernorm     FFN_NORM
-        layers.{i}.mlp.(gate_proj,up_proj,down_proj)            GATE,UP,DOWN
-        norm                                    FINAL_NORM
-        """,
-        LM_HEAD,
-        prefixes=("model.", ""),
-        ignore=("layers.{i}.self_attn.rotary_emb.inv_freq",),
+        ATTENTION_TENSORS + MLP_TENSORS, LM_HEAD, prefixes=("model.", ""), ignore=ROTARY_BUFFER
     )
 
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:

@@ -9,7 +9,7 @@ from archzoo.hf_tensors import ZooNames
 
 from .common import LM_HEAD, table
 from .experts import PerExpert
-from .llama import LlamaConverter
+from .llama import ATTENTION_TENSORS, LlamaConverter
 from .mistral import MistralConverter
 
 # the router and the stacked experts of a transformers-5 MoE block (gate_up: (E, 2F, D));
@@ -19,6 +19,15 @@ MOE_TENSORS = """
         layers.{i}.mlp.experts.gate_up_proj     EXPERTS_IN      transpose   tensor
         layers.{i}.mlp.experts.down_proj        EXPERTS_OUT     transpose   tensor
 """
+
+
+# expert count and experts per token (Qwen3-MoE spells the count `num_experts`)
+MOE_FIELDS = parse_fields(
+    """
+    num_experts|num_local_experts   ffn.n_experts
+    num_experts_per_tok             ffn.top_k
+    """
+)
 
 
 def without_ffn_bias(fields: tuple) -> tuple:
@@ -60,26 +69,14 @@ class MixtralConverter(ExpertsConverter, MistralConverter):
     }
     fields = (
         *without_ffn_bias(MistralConverter.fields),
+        *MOE_FIELDS,
         *parse_fields(
             """
-            num_local_experts           ffn.n_experts
-            num_experts_per_tok         ffn.top_k
             router_jitter_noise         ffn.jitter          0.0
             """
         ),
     )
-    tensors = table(
-        """
-        embed_tokens                            WORD
-        layers.{i}.input_layernorm              ATTN_NORM
-        layers.{i}.self_attn.(q_proj,k_proj,v_proj,o_proj)      Q,K,V,ATTN_OUT
-        layers.{i}.post_attention_layernorm     FFN_NORM
-        norm                                    FINAL_NORM
-        """
-        + MOE_TENSORS,
-        LM_HEAD,
-        prefixes=("model.", ""),
-    )
+    tensors = table(ATTENTION_TENSORS + MOE_TENSORS, LM_HEAD, prefixes=("model.", ""))
 
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
         super().adjust(spec, config)

@@ -3,9 +3,10 @@ no final norm, head tied to the token table."""
 
 from __future__ import annotations
 
-from archzoo.converter import Converter, Field, Values, parse_fields, spec_parts
+from archzoo.converter import Converter, Values, parse_fields, spec_parts
 
-from .common import LM_HEAD, PAD_AND_TIE, table
+from .common import LM_HEAD, table
+from .gpt2 import GPT2Converter
 
 # transformers' GPT-1 `afn` names: its "gelu" is the tanh approximation (OpenAI's original)
 AFN = Values({"gelu": "gelu_tanh", "relu": "relu", "silu": "silu", "swish": "silu"})
@@ -18,24 +19,13 @@ class OpenAIGPTConverter(Converter):
         "embedding: token, position: learned, block: post_ln, norm: layernorm, ffn: mlp, head: lm",
         "attention: {kind: mha, fused_qkv: true, bias: true}",
     )
-    fields = (
-        *parse_fields(
-            """
-            vocab_size              vocab_size
-            n_embd                  d_model
-            n_layer                 n_layers
-            n_head                  n_heads
-            n_positions             max_len
-            resid_pdrop             dropout             0.1
-            attn_pdrop              attention_dropout   0.1
-            embd_pdrop              embedding.dropout   0.1
-            layer_norm_epsilon      norm.eps            1e-5
-            afn                     ffn.activation      gelu        AFN
-            """,
-            AFN=AFN,
+    fields = (  # GPT-2's keys less its activation and attention-scaling switches
+        *(
+            f
+            for f in GPT2Converter.fields
+            if f.hf not in ("activation_function", "scale_attn_weights")
         ),
-        Field("n_inner", "d_ff", lambda c: 4 * c["n_embd"]),
-        *PAD_AND_TIE,
+        *parse_fields("afn  ffn.activation  gelu  AFN", AFN=AFN),
     )
     tensors = table(
         """

@@ -8,17 +8,9 @@ from archzoo.converter import ConversionError, parse_fields, spec_parts
 
 from .common import LM_HEAD, table
 from .experts import PerExpert
-from .llama import LlamaConverter
-from .mixtral import MOE_TENSORS, ExpertsConverter, aux_loss_coef, without_ffn_bias
+from .llama import ATTENTION_TENSORS, MLP_TENSORS, LlamaConverter
+from .mixtral import MOE_FIELDS, MOE_TENSORS, ExpertsConverter, aux_loss_coef, without_ffn_bias
 
-LLAMA_TENSORS = """
-        embed_tokens                            WORD
-        layers.{i}.input_layernorm              ATTN_NORM
-        layers.{i}.self_attn.(q_proj,k_proj,v_proj,o_proj)      Q,K,V,ATTN_OUT
-        layers.{i}.post_attention_layernorm     FFN_NORM
-        layers.{i}.mlp.(gate_proj,up_proj,down_proj)            GATE,UP,DOWN
-        norm                                    FINAL_NORM
-"""
 QK_NORM_TENSORS = """
         layers.{i}.self_attn.(q_norm,k_norm)    Q_NORM,K_NORM
 """
@@ -51,7 +43,9 @@ class Qwen3Converter(LlamaConverter):
         **LlamaConverter.fixed,
         **spec_parts("attention: {kind: mha, fused_qkv: false, qk_norm: head}"),
     }
-    tensors = table(LLAMA_TENSORS + QK_NORM_TENSORS, LM_HEAD, prefixes=("model.", ""))
+    tensors = table(
+        ATTENTION_TENSORS + MLP_TENSORS + QK_NORM_TENSORS, LM_HEAD, prefixes=("model.", "")
+    )
 
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
         refuse_sliding_window(config)
@@ -71,16 +65,19 @@ class Qwen3MoeConverter(ExpertsConverter, Qwen3Converter):
     }
     fields = (
         *without_ffn_bias(LlamaConverter.fields),
+        *MOE_FIELDS,
         *parse_fields(
             """
-            num_experts|num_local_experts   ffn.n_experts
-            num_experts_per_tok         ffn.top_k
             moe_intermediate_size       ffn.d_expert
             norm_topk_prob              ffn.normalize       False
             """
         ),
     )
-    tensors = table(LLAMA_TENSORS + QK_NORM_TENSORS + MOE_TENSORS, LM_HEAD, prefixes=("model.", ""))
+    tensors = table(
+        ATTENTION_TENSORS + MLP_TENSORS + QK_NORM_TENSORS + MOE_TENSORS,
+        LM_HEAD,
+        prefixes=("model.", ""),
+    )
 
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
         super().adjust(spec, config)
