@@ -19,7 +19,6 @@ from torch import Tensor, nn
 
 from archzoo.component import param
 from archzoo.interfaces import AttentionContext
-from archzoo.masks import AttentionMask
 
 from .sparse import SparseAttention, SparsePattern, band_layout, key_block_any
 
@@ -109,22 +108,6 @@ class LongformerAttention(SparseAttention):
             self._heads(self.k_global(x), self.n_kv),
             self._heads(self.v_global(x), self.n_kv),
         )
-
-    def record_pattern_probs(
-        self,
-        ctx: AttentionContext,
-        q: Tensor,
-        k: Tensor,
-        mask: AttentionMask,
-        global_qkv: tuple[Tensor, Tensor, Tensor] | None = None,
-    ) -> None:
-        super().record_pattern_probs(ctx, q, k, mask)
-        if ctx.want_probs and global_qkv is not None:  # global rows: their own q and k
-            local_probs = ctx.probs
-            super().record_pattern_probs(ctx, global_qkv[0], global_qkv[1], mask)
-            tokens = mask.pattern.tokens
-            rows = tokens if tokens.dim() == 2 else tokens[None]  # (B|1, T)
-            ctx.probs = torch.where(rows[:, None, -q.shape[2] :, None], ctx.probs, local_probs)
 
 
 GLOBAL_INPUT = "global_attention_mask"  # the per-batch input's name (HF's argument name)

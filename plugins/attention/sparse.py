@@ -396,10 +396,25 @@ class SparseAttention(MultiHeadAttention):
         mask: AttentionMask,
         global_qkv: tuple[Tensor, Tensor, Tensor] | None = None,
     ) -> None:
-        """When asked: the pattern's probabilities in the dense shape (dense reference mask)."""
-        if ctx.want_probs:
-            scale = self.scale if self.scale is not None else self.head_dim**-0.5
-            self.record_probs(ctx, q, k, scale=scale, keep=mask.allowed())  # (B, 1, Tq, Tk)
+        """When asked: the pattern's probabilities in the dense shape (dense reference mask);
+        global rows computed from `global_qkv` (Longformer) take their q and k from there."""
+        if not ctx.want_probs:
+            return
+        scale = self.scale if self.scale is not None else self.head_dim**-0.5
+        self.record_probs(ctx, q, k, scale=scale, keep=mask.allowed())  # (B, H, Tq, Tk)
+        if global_qkv is None:
+            return
+        local = ctx.probs
+        self.record_probs(ctx, global_qkv[0], global_qkv[1], scale=scale, keep=mask.allowed())
+        T = k.shape[2]
+        rows = mask.pattern.global_queries(T, q.device)  # (G,) or (B, G), -1 for none
+        if rows is None:
+            ctx.probs = local
+            return
+        rows = rows if rows.dim() == 2 else rows[None]
+        flags = torch.zeros(rows.shape[0], T + 1, dtype=torch.bool, device=q.device)
+        flags.scatter_(1, torch.where(rows >= 0, rows, T), True)  # (B|1, T + 1)
+        ctx.probs = torch.where(flags[:, None, T - q.shape[2] : T, None], ctx.probs, local)
 
     def _attend(
         self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext, x: Tensor | None = None
