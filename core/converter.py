@@ -28,7 +28,7 @@ class ConversionError(ValueError):
 class TensorSource:
     """HF tensors by name; remembers what was taken so leftovers can be reported."""
 
-    def __init__(self, tensors: dict[str, Tensor], where: str) -> None:
+    def __init__(self, tensors: Mapping[str, Tensor], where: str) -> None:
         self.tensors = tensors
         self.where = where
         self.taken: set[str] = set()

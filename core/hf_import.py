@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError, safe_open
 
 from .builder import build_model
 from .checkpoint_files import index_shards, read_json, regular_file
@@ -16,6 +16,7 @@ from .errors import SpecError
 from .hf_tensors import ZooNames
 from .model import ZooModel
 from .registry import Registry, get_registry
+from .safe_read import LazyTensors
 from .spec import load_spec
 from .weights import load_state
 
@@ -32,8 +33,9 @@ def read_config(directory: Path) -> dict[str, Any]:
     return config
 
 
-def read_safetensors(directory: Path) -> dict[str, torch.Tensor]:
-    """All tensors of model.safetensors or of the shards its index names. Never pickle."""
+def read_safetensors(directory: Path) -> Mapping[str, torch.Tensor]:
+    """Every tensor of model.safetensors or of the shards its index names, by name, each read
+    from disk when first asked for (so a converted source can be freed at once). Never pickle."""
     single = directory / "model.safetensors"
     index = directory / "model.safetensors.index.json"
     if single.exists():
@@ -46,15 +48,7 @@ def read_safetensors(directory: Path) -> dict[str, torch.Tensor]:
         ]
         hint = f" (found {', '.join(pickles)}: pickle files are never read)" if pickles else ""
         raise ConversionError(f"{directory}: no model.safetensors or index{hint}")
-    tensors: dict[str, torch.Tensor] = {}
-    for f in files:
-        try:
-            with safe_open(str(f), framework="pt") as handle:
-                for key in handle.keys():
-                    tensors[key] = handle.get_tensor(key)
-        except (SafetensorError, OSError) as exc:
-            raise ConversionError(f"{f}: cannot read safetensors ({exc})") from None
-    return tensors
+    return LazyTensors(files, ConversionError)
 
 
 def from_hf(

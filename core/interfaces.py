@@ -343,3 +343,12 @@ class Head(Component):
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
         raise NotImplementedError(f"head {self.name!r} does not compute a loss")
+
+    def hidden_loss(
+        self, hidden: Tensor, labels: Tensor, attention_mask: Tensor | None = None
+    ) -> Tensor:
+        """The loss straight from hidden states, for when the logits are not wanted."""
+        logits = self(hidden, attention_mask)
+        if logits is None:
+            raise ValueError(f"head {self.name!r} makes no logits, so labels cannot be used")
+        return self.loss(logits, labels)

@@ -192,6 +192,7 @@ class ZooModel(nn.Module):
         output_hidden_states: bool = False,
         output_attentions: bool | Sequence[int] = False,
         attention_inputs: Mapping[str, Tensor] | None = None,
+        return_logits: bool = True,
     ) -> ModelOutput:
         """Run the model; `labels` (-100 ignored) add a loss.
 
@@ -201,6 +202,8 @@ class ZooModel(nn.Module):
         Hugging Face outputs; only the layers asked for compute their probabilities.
         `attention_inputs` are per-batch tensors attention components read by name
         (Longformer's "global_attention_mask"); every stack receives them.
+        `return_logits=False` leaves `logits` None and lets the head compute the loss
+        without full-vocabulary logits (the LM head does it in chunks: far less memory).
         """
         extra = {"attention_inputs": attention_inputs}
         rec = {
@@ -263,9 +266,11 @@ class ZooModel(nn.Module):
         if logits_to_keep is not None:
             hidden = hidden[:, -logits_to_keep:]
             mask = None if mask is None else mask[:, -logits_to_keep:]
-        logits = self.head(hidden, mask)
+        logits = self.head(hidden, mask) if return_logits else None
         loss = None
-        if labels is not None:
+        if labels is not None and not return_logits:
+            loss = self.head.hidden_loss(hidden, labels, mask)
+        elif labels is not None:
             if logits is None:
                 raise ValueError(
                     f"head {self.head.name!r} makes no logits, so labels cannot be used"

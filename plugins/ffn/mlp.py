@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from archzoo.component import param
@@ -33,4 +36,44 @@ class MLPFeedForward(FeedForward):
         self.dropout = nn.Dropout(cfg.inner_dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.fc_out(self.dropout(self.act(self.fc_in(x))))
+        h = self.fc_in(x)  # (B, T, d_ff)
+        if (
+            torch.is_grad_enabled()
+            and (self.dropout.p == 0.0 or not self.training)
+            and not torch.is_autocast_enabled(h.device.type)
+            and not torch.compiler.is_compiling()  # compiled graphs plan recomputation
+        ):
+            # keep only h for backward; act(h) is recomputed there (one d_ff tensor less)
+            return _ActLinear.apply(h, self.fc_out.weight, self.fc_out.bias, self.act)
+        return self.fc_out(self.dropout(self.act(h)))
+
+
+class _ActLinear(torch.autograd.Function):
+    """linear(act(h), W, b) that saves h, not act(h), and recomputes the activation."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, h: Tensor, weight: Tensor, bias: Tensor | None, act: Callable[[Tensor], Tensor]
+    ) -> Tensor:
+        ctx.save_for_backward(h, weight)
+        ctx.act, ctx.has_bias = act, bias is not None
+        return F.linear(act(h), weight, bias)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        h, weight = ctx.saved_tensors
+        higher = torch.is_grad_enabled()  # create_graph: keep these gradients differentiable
+        with torch.enable_grad():
+            h_in = h if higher and h.requires_grad else h.detach().requires_grad_()
+            a = ctx.act(h_in)  # (..., d_ff), recomputed
+        grad_h = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_a = grad @ weight  # (..., d_ff)
+            grad_h = torch.autograd.grad(a, h_in, grad_a, create_graph=higher)[0]
+        if ctx.needs_input_grad[1]:
+            rows = grad.reshape(-1, grad.shape[-1])  # (N, d_model)
+            a_rows = (a if higher else a.detach()).reshape(-1, a.shape[-1])  # (N, d_ff)
+            grad_w = rows.t() @ a_rows  # (d_model, d_ff)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_b = grad.reshape(-1, grad.shape[-1]).sum(0)
+        return grad_h, grad_w, grad_b, None

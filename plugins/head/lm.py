@@ -11,7 +11,7 @@ from torch import Tensor, nn
 from archzoo.component import param
 from archzoo.interfaces import Embedding, Head
 
-from .losses import token_cross_entropy
+from .losses import linear_cross_entropy, token_cross_entropy
 
 
 class LMHead(Head):
@@ -41,13 +41,28 @@ class LMHead(Head):
         self.shift = family == "decoder"
         self.multiplier = dims.d_model**-0.5 if cfg.rescale else 1.0
 
-    def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+    def features(self, hidden: Tensor) -> Tensor:
+        """What the vocabulary projection sees: (B, T, d_model) -> (B, T, E)."""
         if self.multiplier != 1.0:
             hidden = hidden * self.multiplier
         if self.down is not None:
             hidden = self.down(hidden)  # (B, T, E)
-        logits = self.proj(hidden)  # (B, T, V)
+        return hidden
+
+    def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        logits = self.proj(self.features(hidden))  # (B, T, V)
         return logits if self.fixed_bias is None else logits + self.fixed_bias
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
         return token_cross_entropy(logits, labels, shift=self.shift)
+
+    def hidden_loss(
+        self, hidden: Tensor, labels: Tensor, attention_mask: Tensor | None = None
+    ) -> Tensor:
+        """The same loss, a chunk of tokens at a time: full logits never exist."""
+        bias = self.proj.bias
+        if self.fixed_bias is not None:
+            bias = self.fixed_bias if bias is None else bias + self.fixed_bias
+        return linear_cross_entropy(
+            self.features(hidden), self.proj.weight, bias, labels, shift=self.shift
+        )
