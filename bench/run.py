@@ -248,7 +248,7 @@ def memory_table(repeats: int) -> list[str]:
         "archzoo rows without logits call `model(ids, labels=ids, return_logits=False)`: the LM "
         "head and cross-entropy run a chunk of tokens at a time (plugins/head/losses.py), so "
         "the (4 x 256 x 50257) fp32 logits, log-probabilities and their gradients (206 MB "
-        "each) never exist; `logits, returned` is the default call, which keeps them. "
+        "each) never exist; `archzoo, logits returned` is the default call, which keeps them. "
         "Checkpointing stores only each block's input.",
     ]
     return lines
