@@ -10,10 +10,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from .interfaces import Dims
+from .interfaces import Dims, NormFactory
 from .model import Stack, ZooModel
+from .plan import BuildPlan, LayerPlan, Part
 from .registry import Registry, get_registry
-from .spec import Spec, component_config, load_spec, position_dims, stack_dims
+from .spec import Spec, load_spec
 
 
 def build_model(
@@ -29,11 +30,14 @@ def build_model(
     device="meta" builds the structure without allocating memory or initialising.
     """
     reg = registry or get_registry()
-    spec = load_spec(spec_or_name, overrides, registry=reg)
+    spec = spec_or_name
+    validated = isinstance(spec, Spec) and spec.plan is not None and spec.plan.registry is reg
+    if overrides or not validated:
+        spec = load_spec(spec_or_name, overrides, registry=reg)
     device = torch.device(device) if device is not None else torch.device("cpu")
     meta = device.type == "meta"
     with torch.device(device), skip_torch_init() if meta else contextlib.nullcontext():
-        model = assemble(spec, reg)
+        model = assemble(spec, spec.plan)
         if not meta:
             init_weights(model, spec.data["init_std"])
     if dtype is not None:
@@ -80,101 +84,62 @@ def skip_torch_init() -> Iterator[None]:
             setattr(nn.init, name, fn)
 
 
-def _make(reg: Registry, kind: str, comp: dict, dims: Dims, **parts: Any) -> nn.Module:
-    cls = reg.get(kind, comp["kind"])
-    return cls(component_config(reg, kind, comp), dims, **parts)
-
-
-def _make_attention(reg: Registry, comp: dict, dims: Dims, make_norm: Any, **parts: Any) -> Any:
-    """An attention, handed the stack's norm factory when its constructor takes `make_norm`."""
-    cls = reg.get("attention", comp["kind"])
-    params = inspect.signature(cls.__init__).parameters
-    if "make_norm" in params or any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        parts["make_norm"] = make_norm
-    return cls(component_config(reg, "attention", comp), dims, **parts)
-
-
-def assemble(spec: Spec, reg: Registry) -> ZooModel:
-    """Instantiate every component of `spec` (no initialisation)."""
+def assemble(spec: Spec, plan: BuildPlan) -> ZooModel:
+    """Instantiate every component of a spec's build plan (no initialisation)."""
     stacks: dict[str, Stack] = {}
     first_embedding = None
-    for which in spec.stacks():
-        cfg = spec.stack(which)
-        dims = stack_dims(cfg)
-        causal = which == "decoder"
-        cross = spec.family == "encoder-decoder" and which == "decoder"
-
-        def norm_factory(comp: dict, dims: Dims = dims) -> Any:
-            return lambda dim=None: _make(reg, "norm", comp, dims, dim=dim)
-
-        embedding = _make(
-            reg, "embedding", cfg["embedding"], dims, make_norm=norm_factory(cfg["norm"])
-        )
+    for stack in plan.stacks:
+        embedding = stack.embedding.make(stack.dims, make_norm=norm_factory(stack.norm, stack.dims))
         if first_embedding is not None and spec.data["tie_embeddings"]:
             embedding.share_word_weight(first_embedding)
         if first_embedding is None:
             first_embedding = embedding
-        position = _make(
-            reg, "position", cfg["position"], position_dims(reg, cfg, dims), causal=causal
-        )
-        sharing = _make(reg, "sharing", cfg["sharing"], dims)
-        layer_map = sharing.assign(cfg["n_layers"])
-        layers = spec.layer_components(which)
         blocks: dict[int, nn.Module] = {}
-        for i, group in enumerate(layer_map):
-            if group in blocks:
-                continue
-            comps = layers[i]
-            blocks[group] = _make(
-                reg,
-                "block",
-                comps["block"],
-                dims,
-                attention=_make_attention(
-                    reg, comps["attention"], dims, norm_factory(comps["norm"])
-                ),
-                ffn=_make(reg, "ffn", comps["ffn"], dims),
-                make_norm=norm_factory(comps["norm"]),
-                cross_attention=_make_attention(
-                    reg,
-                    _cross_attention(comps["attention"]),
-                    dims,
-                    norm_factory(comps["norm"]),
-                    cross=True,
-                )
-                if cross
-                else None,
-            )
-        block_cls = reg.get("block", layers[-1]["block"]["kind"])
-        final_norm = norm_factory(cfg["norm"])() if block_cls.capabilities.final_norm else None
-        stacks[which] = Stack(
+        for i, group in enumerate(stack.layer_map):
+            if group not in blocks:
+                blocks[group] = make_block(stack.layers[i], stack.dims, cross=stack.role.cross)
+        final = stack.layers[-1].block.cls.capabilities.final_norm
+        stacks[stack.role.which] = Stack(
             embedding=embedding,
-            position=position,
+            position=stack.position.make(stack.position_dims, causal=stack.role.causal),
             blocks=[blocks[g] for g in sorted(blocks)],
-            layer_map=layer_map,
-            final_norm=final_norm,
-            causal=causal,
+            layer_map=stack.layer_map,
+            final_norm=norm_factory(stack.norm, stack.dims)() if final else None,
+            causal=stack.role.causal,
             checkpointing=spec.data["activation_checkpointing"],
         )
-    last = spec.stacks()[-1]
-    cfg = spec.stack(last)
-    dims = stack_dims(cfg)
-    head = _make(
-        reg,
-        "head",
-        spec.data["head"],
-        dims,
-        embedding=stacks[last].embedding,
-        make_norm=lambda dim=None: _make(reg, "norm", cfg["norm"], dims, dim=dim),
+    last = plan.stacks[-1]
+    head = plan.head.make(
+        last.dims,
+        embedding=stacks[last.role.which].embedding,
+        make_norm=norm_factory(last.norm, last.dims),
         family=spec.family,
     )
     return ZooModel(spec, encoder=stacks.get("encoder"), decoder=stacks.get("decoder"), head=head)
 
 
-def _cross_attention(attention: dict) -> dict:
-    """Cross-attention is dense `mha` with the self-attention's projection settings."""
-    keys = ("n_kv_heads", "fused_qkv", "bias", "out_bias", "scale")
-    return {"kind": "mha", **{k: attention[k] for k in keys if k in attention}}
+def norm_factory(norm: Part, dims: Dims) -> NormFactory:
+    """A factory of the spec's norm: each call makes a new one (of width `dim` or d_model)."""
+    return lambda dim=None: norm.make(dims, dim=dim)
+
+
+def make_block(layer: LayerPlan, dims: Dims, *, cross: bool) -> nn.Module:
+    """One block with its attention, ffn, norms and (in a cross stack) cross-attention."""
+    att, make_norm = layer.attention, norm_factory(layer.norm, dims)
+    norm = {"make_norm": make_norm} if takes_norm(att.cls) else {}
+    return layer.block.make(
+        dims,
+        attention=att.make(dims, **norm),
+        ffn=layer.ffn.make(dims),
+        make_norm=make_norm,
+        cross_attention=att.cls.cross_attention(att.config, dims, **norm) if cross else None,
+    )
+
+
+def takes_norm(cls: type) -> bool:
+    """Whether an attention's constructor takes the stack's norm factory (`make_norm`)."""
+    params = inspect.signature(cls.__init__).parameters
+    return "make_norm" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 TieGroups = list[list[tuple[nn.Module, str]]]

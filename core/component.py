@@ -49,6 +49,7 @@ class Capabilities:
     final_norm: bool = False  # block: the stack ends with a norm
     kv_cache: bool = False  # attention: supports incremental decoding
     aux_loss: bool = False  # any: adds an auxiliary training loss (combine_aux_loss)
+    generates: bool = False  # head: its logits score the next token, so `generate` can use it
 
 
 @dataclass

@@ -10,6 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .plan import stack_roles
+
 if TYPE_CHECKING:
     from .model import ZooModel
 
@@ -52,7 +54,7 @@ class _Runner:
         encoder_mask: Tensor | None,
     ) -> None:
         self.model = model
-        self.seq2seq = model.family == "encoder-decoder"
+        self.seq2seq = stack_roles(model.family)[-1].cross
         self.cache = model.new_cache(batch, capacity) if use_cache else None
         self.mask = (
             attention_mask  # decoder-only: (B, L) over every token so far; None if no padding
@@ -158,7 +160,7 @@ def generate(
     pad_token_id: int | None = None,
     decoder_start_token_id: int | None = None,
     forced_eos_token_id: int | None = None,
-    use_cache: bool = True,
+    use_cache: bool | None = None,
     generator: torch.Generator | None = None,
     on_token: Callable[[Tensor], None] | None = None,
 ) -> Tensor:
@@ -167,12 +169,18 @@ def generate(
     Decoder-only models return prompt + new tokens; encoder-decoder models return decoder
     tokens starting with the decoder start token. eos/pad/start default to the spec's ids.
     `on_token(tokens)` is called with each step's (B,) new tokens (not with beam search).
+    `use_cache=None` decodes with a KV cache when every attention layer supports one and
+    re-runs the whole sequence each step otherwise; True insists on the cache.
     """
     spec = model.spec.data
-    if model.family == "encoder":
+    role = stack_roles(model.family)[-1]
+    if not role.causal:
         raise ValueError("an encoder-only model cannot generate; use a decoder or encoder-decoder")
-    if model.head.name != "lm":
-        raise ValueError(f"generation needs an 'lm' head, this model has {model.head.name!r}")
+    if not model.head.capabilities.generates:
+        raise ValueError(
+            f"head {model.head.name!r} does not score the next token (capability `generates`), "
+            "so this model cannot generate; use a head that does, such as 'lm'"
+        )
     if input_ids.dim() != 2:
         raise ValueError(f"input_ids must be (batch, seq), got shape {tuple(input_ids.shape)}")
     _check_args(max_new_tokens, min_new_tokens, temperature, top_k, top_p, num_beams)
@@ -195,14 +203,14 @@ def generate(
         forced_eos=forced_eos_token_id
         if forced_eos_token_id is not None
         else spec.get("forced_eos_token_id"),
-        use_cache=use_cache,
+        use_cache=model.supports_cache() if use_cache is None else use_cache,
         generator=generator,
         on_token=on_token,
     )
     if attention_mask is None:
         attention_mask = _infer_mask(input_ids, pad, eos)
     with torch.inference_mode():
-        if model.family == "encoder-decoder":
+        if role.cross:
             start = decoder_start_token_id
             if start is None:
                 start = spec.get("decoder_start_token_id")
@@ -218,9 +226,23 @@ def generate(
             encoder_out = enc_mask = None
             prompt = input_ids
             dec_mask = None if bool(attention_mask.all()) else attention_mask
+        runner = _Runner(  # beam search runs num_beams rows per prompt
+            model,
+            prompt.shape[0] * num_beams,
+            prompt.shape[1] + max_new_tokens,
+            use_cache=s.use_cache,
+            attention_mask=_repeat(dec_mask, num_beams),
+            encoder_out=_repeat(encoder_out, num_beams),
+            encoder_mask=_repeat(enc_mask, num_beams),
+        )
         if num_beams > 1:
-            return _beam_search(model, prompt, dec_mask, encoder_out, enc_mask, s)
-        return _sample(model, prompt, dec_mask, encoder_out, enc_mask, s)
+            return _beam_search(runner, prompt, s)
+        return _sample(runner, prompt, s)
+
+
+def _repeat(t: Tensor | None, k: int) -> Tensor | None:
+    """Each row k times in a row (B*k, ...), as beam search lays out its beams."""
+    return t if t is None or k == 1 else t.repeat_interleave(k, dim=0)
 
 
 def _check_args(
@@ -252,25 +274,9 @@ def _infer_mask(ids: Tensor, pad: int | None, eos: list[int]) -> Tensor:
     return torch.ones_like(ids)
 
 
-def _sample(
-    model: ZooModel,
-    prompt: Tensor,
-    mask: Tensor | None,
-    encoder_out: Tensor | None,
-    encoder_mask: Tensor | None,
-    s: Settings,
-) -> Tensor:
+def _sample(runner: _Runner, prompt: Tensor, s: Settings) -> Tensor:
     """Greedy or sampled decoding, one token per row per step."""
     B, L = prompt.shape
-    runner = _Runner(
-        model,
-        B,
-        L + s.max_new_tokens,
-        use_cache=s.use_cache,
-        attention_mask=mask,
-        encoder_out=encoder_out,
-        encoder_mask=encoder_mask,
-    )
     out = prompt.new_empty(B, L + s.max_new_tokens)  # written in place, never re-allocated
     out[:, :L] = prompt
     unfinished = torch.ones(B, dtype=torch.bool, device=prompt.device)
@@ -299,31 +305,11 @@ def _sample(
     return out[:, : L + n]
 
 
-def _beam_search(
-    model: ZooModel,
-    prompt: Tensor,
-    mask: Tensor | None,
-    encoder_out: Tensor | None,
-    encoder_mask: Tensor | None,
-    s: Settings,
-) -> Tensor:
+def _beam_search(runner: _Runner, prompt: Tensor, s: Settings) -> Tensor:
     """Beam search with transformers' scoring, length penalty and stopping rules."""
     B, L = prompt.shape
     K, dev = s.num_beams, prompt.device
     max_len = L + s.max_new_tokens
-
-    def expand(t: Tensor | None) -> Tensor | None:
-        return None if t is None else t.repeat_interleave(K, dim=0)  # (B*K, ...)
-
-    runner = _Runner(
-        model,
-        B * K,
-        max_len,
-        use_cache=s.use_cache,
-        attention_mask=expand(mask),
-        encoder_out=expand(encoder_out),
-        encoder_mask=expand(encoder_mask),
-    )
     fill = s.pad if s.pad else (s.eos[0] if s.eos else -1)  # transformers' `pad or eos[0]`
     keep = max(2, 1 + len(s.eos)) * K
     top_mask = torch.arange(keep, device=dev) < K
@@ -340,7 +326,7 @@ def _beam_search(
     can_improve = torch.ones(B, 1, dtype=torch.bool, device=dev)
     offsets = torch.arange(B, device=dev)[:, None] * K
 
-    logits = runner.start(expand(prompt))
+    logits = runner.start(_repeat(prompt, K))
     cur = L
     while True:
         log_probs = _process(F.log_softmax(logits, dim=-1), cur - L, s, warp=True)

@@ -208,6 +208,15 @@ class Attention(Component):
 
     kind: ClassVar[str] = "attention"
 
+    @classmethod
+    def cross_attention(cls, cfg: Any, dims: Dims, **parts: Any) -> Attention:
+        """The module a decoder layer uses to attend to the encoder output.
+
+        By default the component itself built with `cross=True` (it must declare the
+        `cross` capability); a component that cannot cross-attend may return another one.
+        """
+        return cls(cfg, dims, cross=True, **parts)
+
     def cache_layout(self) -> tuple[int, int, int | None]:
         """(n_kv_heads, head_dim, window) of the keys this layer caches; window None = all."""
         raise NotImplementedError(f"attention {self.name!r} does not support a KV cache")

@@ -15,6 +15,7 @@ from .cache import CrossCache, KVCache, LayerCache
 from .interfaces import AttentionContext, Embedding, Head, Position
 from .masks import AttentionMask
 from .outputs import StackRecord, requested_layers
+from .plan import stack_role
 from .spec import Spec
 
 
@@ -143,8 +144,22 @@ class Stack(nn.Module):
         record.after_layer(j, block.attention.name, ctx, cross_ctx)
         return x
 
+    def cache_refusal(self) -> str | None:
+        """Why this stack cannot decode with a KV cache (the first layer that cannot), or None."""
+        for j, i in enumerate(self.layer_map):
+            attention = self.blocks[i].attention
+            if not attention.capabilities.kv_cache:
+                return (
+                    f"layer {j}: attention {attention.name!r} cannot use a KV cache "
+                    "(its capabilities say kv_cache=False); decode without one (use_cache=False)"
+                )
+        return None
+
     def new_cache(self, batch: int, capacity: int, *, cross: bool = False) -> KVCache:
         """An empty static cache for `batch` rows and up to `capacity` tokens."""
+        refused = self.cache_refusal()
+        if refused is not None:
+            raise ValueError(refused)
         ref = next(self.parameters())
         layers = []
         for i in self.layer_map:
@@ -317,7 +332,12 @@ class ZooModel(nn.Module):
         """An empty KV cache for the decoder stack (with cross-attention slots if any)."""
         if self.decoder is None:
             raise ValueError(f"a {self.family} model does not decode; it has no KV cache")
-        return self.decoder.new_cache(batch, capacity, cross=self.family == "encoder-decoder")
+        cross = stack_role(self.family, "decoder").cross
+        return self.decoder.new_cache(batch, capacity, cross=cross)
+
+    def supports_cache(self) -> bool:
+        """Whether every decoder layer's attention can decode with a KV cache."""
+        return self.decoder is not None and self.decoder.cache_refusal() is None
 
     def generate(self, input_ids: Tensor, **kwargs: Any) -> Tensor:
         """Generate tokens with transformers' conventions; see archzoo.generation.generate."""

@@ -37,6 +37,30 @@ class PluginInfo:
     zoo_dirs: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class UnknownComponent:
+    """A lookup of a name no plugin registered: the known names, close ones, failed plugins."""
+
+    kind: str
+    name: str
+    known: list[str]
+    close: list[str]
+    not_loaded: list[str]  # "plugin (why)" of each plugin that failed or is disabled
+
+    @property
+    def closest(self) -> str | None:
+        return self.close[0] if self.close else None
+
+    def message(self, *, suggest: bool = True) -> str:
+        """One line; `suggest=False` leaves the "did you mean" to the caller."""
+        msg = f"unknown {self.kind} component {self.name!r}"
+        if suggest and self.close:
+            msg += f" (did you mean {', '.join(repr(c) for c in self.close)}?)"
+        if self.not_loaded:
+            msg += "; note: plugin(s) not loaded: " + "; ".join(self.not_loaded)
+        return msg + f"; known: {', '.join(self.known)}"
+
+
 class Registrar:
     """Handed to a plugin's hook; stages what it adds so a failing plugin adds nothing."""
 
@@ -303,18 +327,19 @@ class Registry:
         items = [c for (k, _), (c, _) in self._components.items() if kind is None or k == kind]
         return sorted(items, key=lambda c: (KINDS.index(c.kind), c.name))
 
-    def unknown_message(self, kind: str, name: str) -> str:
+    def unknown(self, kind: str, name: str) -> UnknownComponent:
+        """What the registry can say about a (kind, name) it does not hold."""
         names = self.names(kind)
-        msg = f"unknown {kind} component {name!r}"
-        close = difflib.get_close_matches(str(name), names, n=3, cutoff=0.6)
-        if close:
-            msg += f" (did you mean {', '.join(repr(c) for c in close)}?)"
-        failed = [p for p in self.plugins.values() if p.status != "ok"]
-        if failed:
-            msg += "; note: plugin(s) not loaded: " + "; ".join(
-                f"{p.name} ({p.error})" for p in failed
-            )
-        return msg + f"; known: {', '.join(names)}"
+        return UnknownComponent(
+            kind=kind,
+            name=name,
+            known=names,
+            close=difflib.get_close_matches(str(name), names, n=3, cutoff=0.6),
+            not_loaded=[f"{p.name} ({p.error})" for p in self.plugins.values() if p.status != "ok"],
+        )
+
+    def unknown_message(self, kind: str, name: str) -> str:
+        return self.unknown(kind, name).message()
 
 
 _REGISTRY: Registry | None = None

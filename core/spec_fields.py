@@ -27,6 +27,7 @@ COMPONENT_DEFAULTS: dict[str, str] = {
     "sharing": "none",
     "head": "none",
 }
+STACKS: tuple[str, ...] = ("encoder", "decoder")  # sections of an encoder-decoder spec
 REQUIRED = ("family", "vocab_size", "d_model", "n_layers", "n_heads")
 
 

@@ -16,10 +16,11 @@ from .model import ZooModel
 from .provenance import PROVENANCE_KEY, install_hint, provenance
 from .registry import get_registry
 from .safe_write import write_safetensors
-from .spec import load_spec
+from .spec import load_spec, underive
 
 SPEC_KEY = "archzoo.spec"
 ALIASES_KEY = "archzoo.aliases"
+DERIVED_KEY = "archzoo.derived"  # spec keys computed from others: recomputed on load
 VERSION_KEY = "archzoo.version"
 
 
@@ -43,6 +44,7 @@ def save(model: ZooModel, path: str | os.PathLike[str]) -> None:
         "format": "pt",
         SPEC_KEY: json.dumps(model.spec.data),
         ALIASES_KEY: json.dumps(aliases),
+        DERIVED_KEY: json.dumps(list(model.spec.derived)),
         VERSION_KEY: __version__,
         PROVENANCE_KEY: json.dumps(provenance(model.spec.data, get_registry())),
     }
@@ -76,6 +78,7 @@ def load(
     try:
         spec_data = json.loads(meta[SPEC_KEY])
         aliases = json.loads(meta.get(ALIASES_KEY, "{}"))
+        derived = json.loads(meta.get(DERIVED_KEY, "[]"))
     except (json.JSONDecodeError, RecursionError) as exc:
         raise WeightsError(f"{p}: spec metadata is not valid JSON ({exc})") from None
     if isinstance(spec_data, dict) and spec_data.get("extends") is not None:
@@ -86,6 +89,8 @@ def load(
         isinstance(k, str) and isinstance(v, str) for k, v in aliases.items()
     ):
         raise WeightsError(f"{p}: {ALIASES_KEY} metadata must map tensor names to tensor names")
+    if isinstance(spec_data, dict) and isinstance(derived, list):
+        spec_data = underive(spec_data, derived)
     try:
         spec = load_spec(spec_data, registry=get_registry())
     except SpecError as exc:  # a component of a plugin not installed here: name the package

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 import torch
@@ -70,6 +70,15 @@ class MultiHeadAttention(Attention):
                 )
             ]
         return []
+
+    @classmethod
+    def cross_attention(cls, cfg: Any, dims: Any, **parts: Any) -> Attention:
+        """Dense `mha` with this layer's projection settings (also for sparse subclasses)."""
+        own = {f.name: getattr(cfg, f.name) for f in fields(MultiHeadAttention.Config)}
+        make_norm = parts.get("make_norm")
+        return MultiHeadAttention(
+            MultiHeadAttention.Config(**own), dims, cross=True, make_norm=make_norm
+        )
 
     def cache_layout(self) -> tuple[int, int, int | None]:
         return self.n_kv, self.head_dim, None

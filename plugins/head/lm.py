@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from archzoo.component import param
+from archzoo.component import Capabilities, param
 from archzoo.interfaces import Embedding, Head
 
 from .losses import linear_cross_entropy, token_cross_entropy
@@ -18,6 +18,7 @@ class LMHead(Head):
     name = "lm"
     summary = "project to vocabulary logits (tied to the input embedding or its own weights)"
     families = ("decoder", "encoder-decoder")
+    capabilities = Capabilities(generates=True)
 
     @dataclass
     class Config:
