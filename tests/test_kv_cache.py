@@ -117,3 +117,24 @@ def test_generation_needs_a_head_that_generates():
     model = tiny_decoder("mha", head="none")
     with pytest.raises(ValueError, match="head 'none' does not score the next token"):
         model.generate(prompt()[0], max_new_tokens=2)
+
+
+def test_zoo_generate_prints_text_through_the_fallback(tmp_path):
+    """`zoo generate` on a model whose attention cannot cache: text, never a traceback."""
+    from click.testing import CliRunner
+    from test_cli_hf import WORDS, write_tokenizer
+
+    from archzoo.cli.main import main
+
+    model = tiny_decoder("bigbird", vocab_size=len(WORDS))
+    path = tmp_path / "bigbird.safetensors"
+    archzoo.save(model, path)
+    tok = write_tokenizer(tmp_path)
+    result = CliRunner().invoke(
+        main, ["generate", str(path), "--prompt", "w1 w2 w3 w4 w5", "--max-new-tokens", "6"]
+    )
+    assert result.exit_code == 0, (result.output, result.exception)
+    ids = torch.tensor([tok.encode("w1 w2 w3 w4 w5").ids])
+    expected = archzoo.load(path).generate(ids, max_new_tokens=6)
+    assert expected.shape == (1, 11)
+    assert result.output == tok.decode(expected[0].tolist()) + "\n"
