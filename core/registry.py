@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import importlib
 import importlib.metadata
 import os
@@ -257,36 +258,25 @@ class Registry:
             dist = getattr(ep, "dist", None)
             dist_name = dist.metadata["Name"] if dist is not None else None
             version = dist.version if dist is not None else None
+            not_loaded = functools.partial(PluginInfo, ep.name, dist_name, version)
             if ep.name in self.plugins:  # a second plugin of that name: reported, not loaded
                 kept = self.plugins[ep.name]
-                self.plugins[f"{ep.name} ({dist_name})"] = PluginInfo(
-                    ep.name,
-                    dist_name,
-                    version,
+                self.plugins[f"{ep.name} ({dist_name})"] = not_loaded(
                     status="failed",
                     error=f"plugin name {ep.name!r} is also used by "
                     f"{kept.distribution or ep.name!r}; kept that one",
                 )
                 continue
             if ep.name in disabled:
-                self.plugins[ep.name] = PluginInfo(
-                    ep.name,
-                    dist_name,
-                    version,
-                    status="disabled",
-                    error=f"disabled by {DISABLE_ENV}",
+                self.plugins[ep.name] = not_loaded(
+                    status="disabled", error=f"disabled by {DISABLE_ENV}"
                 )
                 continue
             try:
                 obj = ep.load()
             except (Exception, SystemExit) as exc:  # noqa: BLE001 - sys.exit() at import too
-                self.plugins[ep.name] = PluginInfo(
-                    ep.name,
-                    dist_name,
-                    version,
-                    status="failed",
-                    error=f"import of {ep.value!r} failed: {type(exc).__name__}: {exc}",
-                )
+                why = f"import of {ep.value!r} failed: {type(exc).__name__}: {exc}"
+                self.plugins[ep.name] = not_loaded(status="failed", error=why)
                 continue
             self.register_plugin(obj, ep.name, distribution=dist_name, version=version)
 

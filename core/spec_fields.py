@@ -75,13 +75,7 @@ STACK_KEYS: tuple[str, ...] = (
     "d_ff",
     "dropout",
     "attention_dropout",
-    "embedding",
-    "position",
-    "attention",
-    "block",
-    "norm",
-    "ffn",
-    "sharing",
+    *(key for key in COMPONENT_KEYS if key != "head"),  # the head sits on the last stack only
     "layers",
 )
 LAYER_KEYS: tuple[str, ...] = ("select", "attention", "ffn", "block", "norm")
