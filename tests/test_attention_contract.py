@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import torch
+from conftest import tiny
 from torch import Tensor, nn
 
 import archzoo
@@ -16,7 +17,7 @@ from archzoo.interfaces import Attention, Position
 from archzoo.plugins.attention.mha import MultiHeadAttention
 from archzoo.plugins.position.alibi import AlibiPosition
 
-TINY = {"n_layers": 2, "d_model": 32, "n_heads": 4, "d_ff": 64, "vocab_size": 50, "dropout": 0.0}
+TINY = tiny(without=("max_len",))
 
 
 def registry_with(*classes: type) -> Registry:

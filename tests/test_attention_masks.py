@@ -7,19 +7,12 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import tiny
 
 import archzoo
 
 V = 100
-TINY = {
-    "n_layers": 2,
-    "d_model": 32,
-    "n_heads": 4,
-    "d_ff": 64,
-    "vocab_size": V,
-    "max_len": 64,
-    "dropout": 0.0,
-}
+TINY = tiny(vocab_size=V)
 DECODER_POSITIONS = ["learned", "sinusoidal", "rotary", "alibi", "relative", "t5_relative"]
 
 

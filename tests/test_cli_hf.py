@@ -7,12 +7,11 @@ import json
 import torch
 import transformers as hf
 from click.testing import CliRunner
+from conftest import WORDS, write_tokenizer
 from hf_util import perturb, save_hf
 
 import archzoo
 from archzoo.cli.main import main
-
-WORDS = ["<pad>", "<eos>"] + [f"w{i}" for i in range(62)]
 
 
 def tiny_gpt2(tmp_path):
@@ -30,16 +29,6 @@ def tiny_gpt2(tmp_path):
     perturb(model, scale=0.2)
     directory = save_hf(model.eval(), tmp_path / "gpt2")
     return model, directory
-
-
-def write_tokenizer(directory):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<pad>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.decoder = decoders.WordPiece(prefix="##")  # joins words with spaces
-    tok.save(str(directory / "tokenizer.json"))
-    return tok
 
 
 def test_zoo_import_prints_spec_and_saves_a_loadable_file(tmp_path):

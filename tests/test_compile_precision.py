@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import tiny
 
 import archzoo
 
-TINY = {"n_layers": 2, "d_model": 32, "n_heads": 4, "d_ff": 64, "vocab_size": 100, "dropout": 0.0}
+TINY = tiny(vocab_size=100, without=("max_len",))
 FAMILIES = {
     "gpt2": {},
     "gpt2-rotary": {"position": "rotary"},

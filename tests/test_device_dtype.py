@@ -8,19 +8,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import tiny
 
 import archzoo
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = {
-    "n_layers": 2,
-    "d_model": 32,
-    "n_heads": 4,
-    "d_ff": 64,
-    "vocab_size": 100,
-    "max_len": 64,
-    "dropout": 0.0,
-}
+TINY = tiny(vocab_size=100)
 GPT2_XL = {"n_layers": 48, "d_model": 1600, "n_heads": 25, "d_ff": 6400}
 
 

@@ -4,21 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import tiny
 
 import archzoo
 from archzoo.interfaces import AttentionContext
 from archzoo.masks import AttentionMask
 
-TINY = {
-    "vocab_size": 50,
-    "d_model": 32,
-    "n_heads": 4,
-    "d_ff": 64,
-    "n_layers": 1,
-    "max_len": 128,
-    "dropout": 0.0,
-    "position": {"kind": "rotary"},
-}
+TINY = tiny(n_layers=1, max_len=128, position={"kind": "rotary"})
 KINDS = {
     "mha": {},
     "local": {"window": 7},

@@ -5,20 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import WORDS, tiny
 
 import archzoo
 
-TINY = {
-    "family": "decoder",
-    "vocab_size": 50,
-    "d_model": 32,
-    "n_heads": 4,
-    "d_ff": 64,
-    "n_layers": 2,
-    "max_len": 64,
-    "dropout": 0.0,
-    "head": {"kind": "lm", "tie": False},
-}
+TINY = tiny(family="decoder", head={"kind": "lm", "tie": False})
 # Small patterns, so that over a 30-token sequence every sparse attention skips keys.
 SMALL: dict[str, dict] = {
     "local": {"window": 5, "block": 4},
@@ -119,17 +110,16 @@ def test_generation_needs_a_head_that_generates():
         model.generate(prompt()[0], max_new_tokens=2)
 
 
-def test_zoo_generate_prints_text_through_the_fallback(tmp_path):
+def test_zoo_generate_prints_text_through_the_fallback(tokenizer_dir):
     """`zoo generate` on a model whose attention cannot cache: text, never a traceback."""
     from click.testing import CliRunner
-    from test_cli_hf import WORDS, write_tokenizer
 
     from archzoo.cli.main import main
 
+    directory, tok = tokenizer_dir
     model = tiny_decoder("bigbird", vocab_size=len(WORDS))
-    path = tmp_path / "bigbird.safetensors"
+    path = directory / "bigbird.safetensors"
     archzoo.save(model, path)
-    tok = write_tokenizer(tmp_path)
     result = CliRunner().invoke(
         main, ["generate", str(path), "--prompt", "w1 w2 w3 w4 w5", "--max-new-tokens", "6"]
     )

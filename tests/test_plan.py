@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
+from conftest import tiny
 from hf_util import save_hf, tiny_hf
 
 import archzoo
@@ -11,7 +12,7 @@ import archzoo.spec as spec_module
 from archzoo.cli.main import main
 from archzoo.plan import stack_role, stack_roles
 
-TINY = {"n_layers": 2, "d_model": 32, "n_heads": 4, "vocab_size": 100, "max_len": 64}
+TINY = tiny(vocab_size=100, without=("d_ff", "dropout"))
 
 
 def test_loaded_spec_holds_derived_sizes_as_numbers():

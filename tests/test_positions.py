@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from conftest import tiny
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 
@@ -14,15 +15,7 @@ from archzoo.plugins.position.alibi import alibi_slopes
 from archzoo.plugins.position.rotary import apply_rotary, rotary_angles
 from archzoo.plugins.position.sinusoidal import sinusoidal_table
 
-TINY = {
-    "n_layers": 1,
-    "d_model": 32,
-    "n_heads": 4,
-    "d_ff": 64,
-    "vocab_size": 100,
-    "max_len": 64,
-    "dropout": 0.0,
-}
+TINY = tiny(n_layers=1, vocab_size=100)
 
 
 def paper_pe(pos: int, feature: int, d: int, base: float = 10000.0) -> float:

@@ -12,19 +12,12 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+from conftest import tiny
 
 import archzoo
 from archzoo import Component
 
-TINY = {
-    "vocab_size": 50,
-    "d_model": 32,
-    "n_heads": 4,
-    "d_ff": 64,
-    "n_layers": 2,
-    "max_len": 64,
-    "dropout": 0.0,
-}
+TINY = tiny()
 BATCH, SRC_LEN, TGT_LEN = 2, 20, 14
 # The head a family is built with when the component under test is not a head.
 DEFAULT_HEAD = {"decoder": "lm", "encoder-decoder": "lm", "encoder": "mlm"}

@@ -8,6 +8,7 @@ import warnings
 import pytest
 import torch
 from click.testing import CliRunner
+from conftest import tiny
 
 import archzoo
 from archzoo import SpecError
@@ -145,18 +146,7 @@ def test_decoding_rows_use_the_dense_path_with_offsets():
         assert (last - full[:, :, -3:]).abs().max() <= 1e-5, name
 
 
-TINY = {
-    "family": "decoder",
-    "vocab_size": 50,
-    "d_model": 32,
-    "n_heads": 4,
-    "d_ff": 64,
-    "n_layers": 2,
-    "max_len": 128,
-    "dropout": 0.0,
-    "position": {"kind": "rotary"},
-    "head": "lm",
-}
+TINY = tiny(family="decoder", max_len=128, position={"kind": "rotary"}, head="lm")
 KINDS = {
     "local": {"window": 7},
     "strided": {"stride": 6, "block": 8},

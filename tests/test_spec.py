@@ -5,12 +5,13 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from conftest import tiny
 
 import archzoo
 from archzoo import SpecError
 from archzoo.spec import parse_override
 
-TINY = {"n_layers": 2, "d_model": 32, "n_heads": 4, "d_ff": 64, "vocab_size": 100, "max_len": 64}
+TINY = tiny(vocab_size=100, without=("dropout",))
 
 
 def write(tmp_path, name, text):

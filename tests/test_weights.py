@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import tiny
 from safetensors import safe_open
 from safetensors.torch import save_file
 
 import archzoo
 
-TINY = {"n_layers": 2, "d_model": 32, "n_heads": 4, "d_ff": 64, "vocab_size": 100, "max_len": 64}
+TINY = tiny(vocab_size=100, without=("dropout",))
 TINY_ENCODER_DECODER = {
     "name": "tiny-encoder-decoder",
     "family": "encoder-decoder",
