@@ -393,3 +393,52 @@ def test_cli_trains_and_reports(tmp_path):
         f"step 4: loss {records[-1]['loss']:.4f}, eval loss {records[-1]['eval_loss']:.4f}"
         in r.output
     )
+
+
+def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path):
+    """SIGKILL mid-run: the checkpoint on disk is whole, and --resume continues right after it."""
+    import os
+    import signal
+    import time
+
+    from archzoo.training.checkpoint import read_info
+
+    data = write_corpus(tmp_path / "c.txt")
+    out = tmp_path / "run"
+    args = ["train", "gpt2", "--data", str(data), "--out", str(out), "--steps", "10000"]
+    args += ["--batch", "4", "--seq-len", "16", "--save-every", "2", "--no-progress"]
+    for s in ("n_layers=1", "d_model=16", "n_heads=2", "vocab_size=260", "max_len=32"):
+        args += ["--set", s]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "archzoo.cli", *args], env=env)
+    try:
+        deadline = time.time() + 240
+        while not (out / "metrics.jsonl").is_file() or len(read_metrics(out)) < 5:
+            assert proc.poll() is None and time.time() < deadline, "the run did not get going"
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    step, info = read_info(out / "checkpoint.safetensors")  # never a half-written file
+    logged = len(read_metrics(out))
+    assert step >= 4 and step % 2 == 0 and logged - step <= 2  # lost: the steps after it
+    r = cli(*args, "--resume", "--stop-at", str(step + 2))
+    assert r.exit_code == 0, r.output
+    assert [m["step"] for m in read_metrics(out)] == list(range(1, step + 3))
+
+
+def test_tokenizer_json_with_special_tokens_trains_an_encoder(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {
+        w: i
+        for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(set(WORDS))])
+    }
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    data = write_corpus(tmp_path / "c.txt", lines=600)
+    cfg = config(tmp_path, data, tokenizer=str(tmp_path / "tokenizer.json"), steps=16, eval_every=8)
+    hist = train(ENCODER[0], cfg, {**ENCODER[1], "vocab_size": len(vocab)})["history"]
+    assert hist[0]["loss"] == pytest.approx(math.log(len(vocab)), abs=0.7)
+    assert hist[-1]["eval_loss"] < hist[7]["eval_loss"] < hist[0]["loss"]

@@ -66,10 +66,11 @@ class HFTokenizer:
             raise ValueError(f"{path}: not a readable tokenizer.json ({exc})") from None
         self.path = path
         self.name = str(path)
-        self.vocab_size = self.tok.get_vocab_size(with_added_tokens=True)
+        # ids may have holes: the model needs room for the largest one
+        self.vocab_size = max(self.tok.get_vocab(with_added_tokens=True).values(), default=-1) + 1
         ids = {k: self._first(names) for k, names in SPECIAL_NAMES.items()}
         self.specials = Specials(**ids)
-        self.n_regular = self.tok.get_vocab_size(with_added_tokens=False)
+        self.n_regular = min(self.tok.get_vocab_size(with_added_tokens=False), self.vocab_size)
 
     def _first(self, names: tuple[str, ...]) -> int | None:
         for name in names:
