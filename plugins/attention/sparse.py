@@ -116,6 +116,19 @@ def pattern_keep(
     return mask.allowed()[:, 0]
 
 
+def pattern_key_count(pattern: SparsePattern, length: int, *, causal: bool) -> float:
+    """Keys the last query sees (causal) or the mean keys per query, rows taken in chunks."""
+    k = torch.arange(length)[None, :]
+    if causal:
+        q = torch.tensor([[length - 1]])
+        return float((pattern.allowed(q, k, length) & (k <= q)).sum())
+    total, chunk = 0, max(1, 2**22 // length)
+    for start in range(0, length, chunk):
+        q = torch.arange(start, min(start + chunk, length))[:, None]
+        total += int(pattern.allowed(q, k, length).expand(len(q), length).sum())
+    return total / length
+
+
 # ---------------------------------------------------------------- execution paths
 
 
@@ -377,6 +390,11 @@ class SparseAttention(MultiHeadAttention):
 
     def cache_layout(self) -> tuple[int, int, int | None]:
         return self.n_kv, self.head_dim, None  # every key cached; the pattern masks them
+
+    def keys_per_query(self, context: int, causal: bool) -> float:
+        """The pattern's real key count: the last query's (causal) or the mean per query."""
+        pattern = self.make_pattern(context, torch.device("cpu"))
+        return pattern_key_count(pattern, context, causal=causal)
 
     def global_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor] | None:
         """Separate q, k, v for the global query rows (Longformer), or None."""
