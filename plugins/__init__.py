@@ -32,6 +32,7 @@ from .converters.mixtral import MixtralConverter
 from .converters.olmo2 import Olmo2Converter
 from .converters.openai_gpt import OpenAIGPTConverter
 from .converters.qwen import Qwen2Converter, Qwen3Converter, Qwen3MoeConverter
+from .converters.smollm3 import SmolLM3Converter
 from .converters.t5 import T5Converter
 from .embedding.factorized import FactorizedEmbedding
 from .embedding.token import TokenEmbedding
@@ -108,6 +109,7 @@ BUILTIN_CONVERTERS = (
     MixtralConverter(),
     GemmaConverter(),
     OpenAIGPTConverter(),
+    SmolLM3Converter(),
     Qwen2Converter(),
     Qwen3Converter(),
     Qwen3MoeConverter(),

@@ -109,6 +109,22 @@ PUBLISHED: dict[str, tuple[str, dict]] = {
             tie_word_embeddings=True,
         ),
     ),
+    "smollm3-3b": (
+        "SmolLM3Config",
+        dict(
+            vocab_size=128256,
+            hidden_size=2048,
+            intermediate_size=11008,
+            num_hidden_layers=36,
+            num_attention_heads=16,
+            num_key_value_heads=4,
+            max_position_embeddings=65536,
+            rms_norm_eps=1e-6,
+            rope_parameters={**ROPE, "rope_theta": 5000000.0},
+            tie_word_embeddings=True,
+            no_rope_layer_interval=4,
+        ),
+    ),
 }
 
 CAUSAL_LM = {
@@ -118,4 +134,5 @@ CAUSAL_LM = {
     "Qwen3MoeConfig": "Qwen3MoeForCausalLM",
     "Olmo2Config": "Olmo2ForCausalLM",
     "GemmaConfig": "GemmaForCausalLM",
+    "SmolLM3Config": "SmolLM3ForCausalLM",
 }

@@ -41,6 +41,15 @@ CASES = {
         )
     ),
     "olmo2": lambda: hf.Olmo2ForCausalLM(hf.Olmo2Config(**LLAMA_SIZES)),
+    "smollm3": lambda: hf.SmolLM3ForCausalLM(
+        hf.SmolLM3Config(
+            **LLAMA_SIZES,
+            no_rope_layers=[1, 0, 1],
+            pad_token_id=0,
+            bos_token_id=1,
+            eos_token_id=2,
+        )
+    ),
     "gemma": lambda: hf.GemmaForCausalLM(
         hf.GemmaConfig(**{**LLAMA_SIZES, "num_key_value_heads": 1}, head_dim=16)
     ),
@@ -83,6 +92,12 @@ def test_greedy_generation_equals_transformers(tmp_path, name):
     want = ref.generate(batch, attention_mask=mask, **kwargs)
     got = ours.generate(batch, attention_mask=mask, **kwargs)
     assert got.tolist() == want.tolist()
+
+
+def test_smollm3_nope_layers_skip_rotary(tmp_path):
+    _, ours = imported(tmp_path, "smollm3")
+    uses = [b.attention.cfg.use_position for b in ours.decoder.blocks]
+    assert uses == [True, False, True]
 
 
 def test_qwen3_moe_layers_mix_dense_and_experts(tmp_path):

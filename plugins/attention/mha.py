@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 import torch
@@ -25,6 +25,9 @@ class MultiHeadAttention(Attention):
         bias: bool = param(True, "biases on the q/k/v projections")
         out_bias: bool | None = param(None, "bias on the output projection (null: as bias)")
         scale: float | None = param(None, "score scale (null: 1/sqrt(head_dim))", gt=0.0)
+        use_position: bool = param(
+            True, "apply the stack's position rotation/bias here (false: a NoPE layer, SmolLM3)"
+        )
         qk_norm: Literal["none", "head", "full"] = param(
             "none", "normalise q and k with the spec's norm: per head (Qwen3) or whole (OLMo 2)"
         )
@@ -130,6 +133,8 @@ class MultiHeadAttention(Attention):
 
     def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:
         B, Tq, _ = x.shape
+        if not self.cfg.use_position:  # this layer sees no positions at all
+            ctx = replace(ctx, position=None, position_state=None)
         q, k, v = self.project(x, ctx, memory)
         bias = None
         scale = self.scale if self.scale is not None else self.head_dim**-0.5

@@ -1,0 +1,23 @@
+"""SmolLM3: Llama with no rotary positions in every `no_rope_layer_interval`-th layer (NoPE)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from archzoo.converter import ConversionError
+
+from .llama import LlamaConverter
+
+
+class SmolLM3Converter(LlamaConverter):
+    model_type = "smollm3"
+
+    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        """`no_rope_layers[i] == 0`: layer i attends without rotary positions."""
+        if config.get("use_sliding_window"):
+            raise ConversionError("config.json use_sliding_window=true is not supported")
+        super().adjust(spec, config)
+        flags = config.get("no_rope_layers") or []
+        nope = [i for i, uses_rope in enumerate(flags) if not uses_rope]
+        if nope:
+            spec["layers"] = [{"select": nope, "attention": {"use_position": False}}]
