@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import copy
+from collections import ChainMap
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -36,6 +37,12 @@ class TensorSource:
 
     def has(self, name: str) -> bool:
         return name in self.tensors
+
+    def add(self, name: str, tensor: Tensor) -> None:
+        """A tensor derived from checkpoint ones (stacked experts), readable like the rest."""
+        if not isinstance(self.tensors, ChainMap):  # the checkpoint's mapping may be read-only
+            self.tensors = ChainMap({}, self.tensors)
+        self.tensors[name] = tensor
 
     def names(self) -> list[str]:
         """Every HF tensor name in the checkpoint."""

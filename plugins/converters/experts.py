@@ -42,8 +42,8 @@ class PerExpert:
                     name = lead + part.format(e=e)
                     out.append(src.take(name))
                 e += 1
-            src.tensors[lead + FUSED_IN] = torch.cat([torch.stack(gate), torch.stack(up)], dim=1)
-            src.tensors[lead + FUSED_OUT] = torch.stack(down)
+            src.add(lead + FUSED_IN, torch.cat([torch.stack(gate), torch.stack(up)], dim=1))
+            src.add(lead + FUSED_OUT, torch.stack(down))
 
     def split(self, tensors: Mapping[str, Tensor]) -> dict[str, Tensor]:
         """The per-expert layout of an export: fused expert tensors replaced by one per expert."""
