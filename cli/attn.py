@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import torch
 
 from .attn_page import head_view_html
 from .common import UserError
 from .generate import load_model, load_tokenizer
+
+if TYPE_CHECKING:
+    import torch
 
 
 def pick(value: int | None, n: int, what: str) -> list[int]:
@@ -26,6 +28,8 @@ def attention_maps(model: Any, ids: torch.Tensor, layers: list[int]) -> list[tor
     """(H, T, T) self-attention probabilities of each layer in `layers` for one sequence.
 
     Encoder-decoders show their encoder's self-attention."""
+    import torch
+
     with torch.no_grad():
         if model.family == "encoder-decoder":
             start = model.spec.data.get("decoder_start_token_id") or 0
@@ -117,6 +121,8 @@ def attn_cmd(source: str, text: str, layer: int | None, head: int | None, out: s
     encoding = tokenizer.encode(text)
     if not encoding.ids:
         raise UserError("--text gives no tokens")
+    import torch
+
     ids = torch.tensor([encoding.ids])
     n_layers, n_heads = stack_sizes(model)
     layers, heads = pick(layer, n_layers, "layer"), pick(head, n_heads, "head")

@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 import archzoo
-from archzoo.safe_write import check_out_path
 
 from .common import SET_OPTION, build_report, emit_json, load_spec, print_build
 
@@ -29,6 +28,8 @@ def build_cmd(
 ) -> None:
     """Build a model and print its parameter counts and costs (no weights unless --out)."""
     if out:  # before the build: a bad --out must not waste the work, nor overwrite the spec
+        from archzoo.safe_write import check_out_path
+
         check_out_path(out, inputs=[Path(source)])
     spec = load_spec(source, sets)
     model = archzoo.build_model(spec, device="cpu" if out else "meta")

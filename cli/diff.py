@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 import archzoo
-from archzoo.costs import model_costs
-from archzoo.spec import Spec
-from archzoo.spec_diff import change_text, cost_delta, layer_text, spec_diff
 
 from .common import SET_OPTION, UserError, emit_json, human, parse_sets, spec_source
+
+if TYPE_CHECKING:
+    from archzoo.spec import Spec
 
 
 def load_any_spec(source: str, overrides: dict[str, Any] | None = None) -> Spec:
@@ -41,6 +41,9 @@ def load_any_spec(source: str, overrides: dict[str, Any] | None = None) -> Spec:
 
 def diff_report(a: Spec, b: Spec, context: int | None = None) -> dict[str, Any]:
     """spec_diff plus each side's costs (built on meta) and their change."""
+    from archzoo.costs import model_costs
+    from archzoo.spec_diff import cost_delta, spec_diff
+
     if context is None:  # compare at a length both models take
         context = min(a.data["max_len"], b.data["max_len"])
     costs = {}
@@ -77,6 +80,8 @@ def _cost_line(label: str, d: dict[str, Any], unit: str = "") -> str:
 
 def print_diff(report: dict[str, Any]) -> None:
     """A reviewer's summary: what changed, grouped by where, then what it costs."""
+    from archzoo.spec_diff import change_text, layer_text
+
     fa, fb = report["family"]
     family = fa if fa == fb else f"{fa} -> {fb}"
     click.echo(f"{report['a']} -> {report['b']} ({family})")

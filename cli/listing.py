@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 import archzoo
-from archzoo.component import KINDS
 from archzoo.errors import printable
+from archzoo.kinds import KINDS
 
+from .cache import cached
 from .common import UserError, emit_json, human, spec_source, table, user_errors
 
 if TYPE_CHECKING:
@@ -60,6 +61,14 @@ def unknown_name(name: str) -> UserError:
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
     hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
     return UserError(f"no model or component named {name!r}{hint}; try `zoo list`")
+
+
+def zoo_spec_texts(name: str) -> dict[str, Any] | None:
+    """The resolved spec of zoo model `name` as YAML text and JSON data; None if no model."""
+    if name not in archzoo.list_models():
+        return None
+    spec = archzoo.load_spec(name)
+    return {"yaml": spec.to_yaml(), "json": spec.to_dict()}
 
 
 def component_rows(kind: str | None) -> list[dict[str, Any]]:
@@ -130,7 +139,7 @@ def list_cmd(what: str, kind: str | None, as_json: bool) -> None:
     if what == "components":
         rows, show = component_rows(kind), print_components
     elif what == "models":
-        rows, show = model_rows(), print_models
+        rows, show = cached("models", model_rows), print_models
     else:
         rows, show = plugin_rows(), print_plugins
     if as_json:
@@ -151,9 +160,12 @@ def plugins_cmd(ctx: click.Context, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of YAML/text.")
 def show_cmd(name: str, as_json: bool) -> None:
     """Show a model's resolved spec or a component's parameters."""
-    if name in archzoo.list_models() or Path(name).is_file():
+    if Path(name).is_file():
         spec = archzoo.load_spec(spec_source(name))
         return emit_json(spec.to_dict()) if as_json else click.echo(spec.to_yaml(), nl=False)
+    texts = cached(f"show:{name}", lambda: zoo_spec_texts(name))
+    if texts is not None:
+        return emit_json(texts["json"]) if as_json else click.echo(texts["yaml"], nl=False)
     cls = find_component(name)
     if cls is None:
         raise unknown_name(name)

@@ -16,20 +16,55 @@ from archzoo.errors import printable
 
 from .common import UserError, user_errors
 
-# command name -> (module of this package, attribute): loaded on first use
+# command name -> (module of this package, attribute, first paragraph of its help): the
+# module is imported when the command runs; `zoo --help` lists the commands from here
 COMMANDS = {
-    "attn": ("attn", "attn_cmd"),
-    "build": ("build", "build_cmd"),
-    "compare": ("compare", "compare_cmd"),
-    "diff": ("diff", "diff_cmd"),
-    "generate": ("generate", "generate_cmd"),
-    "import": ("convert", "import_cmd"),
-    "list": ("listing", "list_cmd"),
-    "mask": ("mask", "mask"),
-    "plugins": ("listing", "plugins_cmd"),
-    "show": ("listing", "show_cmd"),
-    "train": ("train", "train_cmd"),
-    "validate": ("build", "validate_cmd"),
+    "attn": (
+        "attn",
+        "attn_cmd",
+        "Attention of an imported model on TEXT: an HTML head view or a PNG grid.",
+    ),
+    "build": (
+        "build",
+        "build_cmd",
+        "Build a model and print its parameter counts and costs (no weights unless --out).",
+    ),
+    "compare": (
+        "compare",
+        "compare_cmd",
+        "Train specs under identical data order and seeds; print a table, write results and a "
+        "plot.",
+    ),
+    "diff": (
+        "diff",
+        "diff_cmd",
+        "What changes from spec/model A to B (B defaults to A; --set overrides apply to B).",
+    ),
+    "generate": (
+        "generate",
+        "generate_cmd",
+        "Generate a continuation of PROMPT, printing text as it is produced.",
+    ),
+    "import": (
+        "convert",
+        "import_cmd",
+        "Import an HF checkpoint (config.json + safetensors); print its spec and summary.",
+    ),
+    "list": ("listing", "list_cmd", "List registered components (default), zoo models or plugins."),
+    "mask": (
+        "mask",
+        "mask",
+        "Show which keys each query of a layer may attend to (NAME: zoo name or spec file).",
+    ),
+    "plugins": ("listing", "plugins_cmd", "List plugins and their status (= zoo list plugins)."),
+    "show": ("listing", "show_cmd", "Show a model's resolved spec or a component's parameters."),
+    "train": (
+        "train",
+        "train_cmd",
+        "Train a model: causal LM (decoders), MLM (encoders), denoising or pairs "
+        "(encoder-decoders).",
+    ),
+    "validate": ("build", "validate_cmd", "Check a spec file and report every problem."),
 }
 
 
@@ -41,10 +76,25 @@ class ZooGroup(click.Group):
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in COMMANDS and name not in self.commands:
-            module, attr = COMMANDS[name]
+            module, attr, _ = COMMANDS[name]
             command = getattr(importlib.import_module(f".{module}", __package__), attr)
             self.add_command(command, name)
         return super().get_command(ctx, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of `zoo --help`, without importing the commands not yet loaded."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names))
+        rows = []
+        for name in names:
+            if name in self.commands:
+                if not self.commands[name].hidden:
+                    rows.append((name, self.commands[name].get_short_help_str(limit)))
+            else:
+                stub = click.Command(name, help=COMMANDS[name][2])  # the same truncation
+                rows.append((name, stub.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

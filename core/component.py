@@ -11,17 +11,7 @@ from typing import Any, ClassVar
 from torch import nn
 
 from .errors import printable
-
-KINDS: tuple[str, ...] = (
-    "embedding",
-    "position",
-    "attention",
-    "norm",
-    "block",
-    "ffn",
-    "sharing",
-    "head",
-)
+from .kinds import KINDS  # noqa: F401 - re-exported: archzoo.component.KINDS
 
 
 def param(default: Any, doc: str, **checks: Any) -> Any:

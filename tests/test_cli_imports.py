@@ -76,7 +76,7 @@ def test_cli_module_graph_is_acyclic_and_common_imports_no_command():
 def test_every_lazy_command_names_a_module_and_attribute_that_exist():
     from archzoo.cli.main import COMMANDS, main
 
-    for name, (module, _attr) in COMMANDS.items():
+    for name, (module, _attr, _help) in COMMANDS.items():
         assert module in MODULES, name
         assert main.get_command(None, name).name == name
 

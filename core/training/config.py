@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from ..spec import Spec
 from .schedule import SCHEDULES
-from .tokenizer import Tokenizer
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+if TYPE_CHECKING:  # no torch at import: `zoo train --help` stays fast
+    from ..spec import Spec
+    from .tokenizer import Tokenizer
+
+DTYPES = ("float32", "bfloat16", "float16")  # names of torch dtypes
 # options that may change when resuming (they do not change what the remaining steps compute)
 RESUMABLE = {"steps", "out", "resume", "save_every", "eval_every", "stop_at", "progress", "fsdp"}
 

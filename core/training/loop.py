@@ -19,7 +19,7 @@ from ..builder import build_model
 from ..spec import Spec, load_spec
 from ..weights import save
 from .checkpoint import CHECKPOINT, full_model_state, load_checkpoint, read_info, save_checkpoint
-from .config import DTYPES, TrainConfig, check_config, check_resume, check_spec
+from .config import TrainConfig, check_config, check_resume, check_spec
 from .data import check_sources, is_pairs, prepare_pairs, prepare_stream
 from .measure import PeakMemory, train_flops_per_token
 from .objectives import (
@@ -180,7 +180,7 @@ def _train(
         cfg.device or (f"cuda:{ranks.local}" if torch.cuda.is_available() else "cpu")
     )
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank
-    model = build_model(spec, device=device, dtype=DTYPES[cfg.dtype])
+    model = build_model(spec, device=device, dtype=getattr(torch, cfg.dtype))
     flops = train_flops_per_token(model, cfg.seq_len)
     params = model.num_parameters()
     vocab = spec.data["vocab_size"]
