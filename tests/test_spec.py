@@ -35,6 +35,8 @@ def test_resolved_spec_has_every_default_explicit():
         "bias": True,
         "out_bias": None,
         "scale": None,
+        "use_position": True,  # added with SmolLM3's NoPE layers
+        "qk_norm": "none",  # added with Qwen3 / OLMo 2
     }
     assert spec.data["sharing"] == {"kind": "none"}
     assert spec.data["init_std"] == 0.02
@@ -61,6 +63,23 @@ def test_sources_name_path_dict_text_and_spec(tmp_path):
     assert archzoo.load_spec(by_name) == by_name
 
 
+ROPE_SCALING_DEFAULTS = {
+    "scaling": "none",
+    "factor": None,
+    "original_max_len": None,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "beta_fast": 32.0,
+    "beta_slow": 1.0,
+    "mscale": None,
+    "mscale_all_dim": None,
+    "truncate": True,
+    "attention_factor": None,
+    "short_factor": None,
+    "long_factor": None,
+}
+
+
 def test_extends_deep_merges_components_and_replaces_other_kinds(tmp_path):
     path = write(
         tmp_path,
@@ -79,6 +98,7 @@ def test_extends_deep_merges_components_and_replaces_other_kinds(tmp_path):
         "base": 500000,
         "fraction": 1.0,
         "interleaved": False,
+        **ROPE_SCALING_DEFAULTS,  # added with RoPE scaling: off by default
     }
     # merged onto the base's mha: its params stay, n_kv_heads is added
     assert spec.data["attention"]["n_kv_heads"] == 4
