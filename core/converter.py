@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import copy
 from collections import ChainMap
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -99,7 +99,7 @@ class Values:
     table: Mapping[Any, Any]
 
     def read(self, value: Any, key: str) -> Any:
-        if value not in self.table:
+        if not isinstance(value, Hashable) or value not in self.table:  # a list, say
             raise ConversionError(
                 f"config.json {key}={value!r} is not supported; "
                 f"supported: {', '.join(map(str, self.table))}"

@@ -15,10 +15,10 @@ from .converter import ConversionError, TensorSource
 from .errors import SpecError
 from .hf_tensors import ZooNames
 from .model import ZooModel
-from .registry import Registry, get_registry
+from .registry import Registry, RegistryError, get_registry
 from .safe_read import LazyTensors
 from .spec import load_spec
-from .weights import load_state
+from .weights import WeightsError, load_state
 
 
 def read_config(directory: Path) -> dict[str, Any]:
@@ -69,13 +69,30 @@ def from_hf(
         spec = load_spec(converter.to_spec(config), registry=reg)
     except SpecError as exc:  # name the file the bad values came from
         raise ConversionError(f"{d / 'config.json'}: describes an invalid model:\n{exc}") from None
+    except (ConversionError, RegistryError):
+        raise
+    except Exception as exc:  # a converter (a plugin's, maybe) that crashes on odd values
+        raise _converter_failed(d, model_type, reg, exc) from None
     model = build_model(spec, device="meta", registry=reg)
-    if hasattr(converter, "import_state"):  # the table names what the model holds
-        state = converter.import_state(src, config, ZooNames.of(model), spec.data)
-    else:  # a duck-typed converter of the first contract
-        state = converter.convert(src, config)
+    try:
+        if hasattr(converter, "import_state"):  # the table names what the model holds
+            state = converter.import_state(src, config, ZooNames.of(model), spec.data)
+        else:  # a duck-typed converter of the first contract
+            state = converter.convert(src, config)
+    except (ConversionError, WeightsError):
+        raise
+    except Exception as exc:
+        raise _converter_failed(d, model_type, reg, exc) from None
     src.check_complete()
     load_state(model, state, {}, str(d))
     if device is not None or dtype is not None:
         model = model.to(device=device, dtype=dtype)
     return model.eval()
+
+
+def _converter_failed(d: Path, model_type: str, reg: Registry, exc: Exception) -> ConversionError:
+    plugin = reg.converter_plugin(model_type)
+    return ConversionError(
+        f"{d / 'config.json'}: the {model_type!r} converter (plugin {plugin!r}) failed on "
+        f"this checkpoint: {type(exc).__name__}: {exc}"
+    )

@@ -300,6 +300,10 @@ class Registry:
             )
         return self._converters[model_type][0]
 
+    def converter_plugin(self, model_type: str) -> str:
+        """The plugin that registered the converter of `model_type`."""
+        return self._converters[model_type][1]
+
     def model_types(self) -> list[str]:
         return sorted(self._converters)
 

@@ -231,3 +231,41 @@ def test_a_recorded_package_name_is_never_offered_as_a_command(dist, tmp_path, g
         archzoo.load(path)
     assert "'norm:extranorm' was provided by plugin 'extra'" in str(err.value)
     assert "pip install" not in str(err.value)
+
+
+class RaisingConverter:
+    """A plugin converter with a bug in `to_spec` or `convert`."""
+
+    def __init__(self, model_type: str, where: str) -> None:
+        self.model_type, self.where = model_type, where
+
+    def to_spec(self, config):
+        if self.where == "to_spec":
+            raise KeyError("n_embd")
+        return archzoo.load_spec("gpt2", TINY).to_dict()
+
+    def convert(self, src, config):
+        raise IndexError("list index out of range")
+
+
+@pytest.mark.parametrize(
+    "where, error", [("to_spec", "KeyError: 'n_embd'"), ("convert", "IndexError: list index")]
+)
+def test_a_converter_that_raises_is_a_conversion_error_naming_its_plugin(
+    where, error, tmp_path, global_plugin
+):
+    from hostile_util import GPT2_CONFIG, hf_gpt2
+
+    class ConverterPlugin:
+        @hookimpl
+        def archzoo_register(self, registrar):
+            registrar.add_converter(RaisingConverter(f"buggy_{where}", where))
+
+    global_plugin("conv-plugin", ConverterPlugin())
+    d = hf_gpt2(tmp_path / "hf", config={**GPT2_CONFIG, "model_type": f"buggy_{where}"})
+    with pytest.raises(archzoo.ConversionError) as err:
+        archzoo.from_hf(d)
+    assert f"the 'buggy_{where}' converter (plugin 'conv-plugin') failed on this checkpoint" in str(
+        err.value
+    )
+    assert error in str(err.value) and "config.json" in str(err.value)

@@ -194,3 +194,167 @@ def test_every_zoo_spec_is_a_valid_starting_point(name):
     """The mutations start from specs that validate and build tiny (or the test is moot)."""
     spec = archzoo.load_spec(RAW[name], overrides=tiny_overrides(RAW[name]))
     assert archzoo.build_model(spec, device="meta").num_parameters() < MAX_TINY_PARAMS
+
+
+# ---------------------------------------------------------------- weights files and HF dirs
+
+WEIGHT_ERRORS = (archzoo.WeightsError,)
+IMPORT_ERRORS = (archzoo.ConversionError, archzoo.WeightsError, archzoo.SpecError)
+DTYPES = ["F32", "F16", "BF16", "F64", "I64", "I32", "I8", "U8", "BOOL", "F8_E4M3", "XX", 3, None]
+
+
+def _tiny_file() -> bytes:
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "m.safetensors"
+        archzoo.save(archzoo.build_model("gpt2", {**TINY, "d_ff": 32}), path)
+        return path.read_bytes()
+
+
+TINY_FILE = _tiny_file()
+
+
+def _split(raw: bytes) -> tuple[dict, bytes]:
+    import json
+    import struct
+
+    (n,) = struct.unpack("<Q", raw[:8])
+    return json.loads(raw[8 : 8 + n]), raw[8 + n :]
+
+
+def _join(header: dict, data: bytes) -> bytes:
+    import json
+    import struct
+
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+
+@st.composite
+def mutated_weight_files(draw: st.DrawFn) -> bytes:
+    """A saved tiny model with one to three mutations of its header, metadata or bytes."""
+    import json
+
+    header, data = _split(TINY_FILE)
+    for _ in range(draw(st.integers(1, 3))):
+        op = draw(st.sampled_from(["spec", "spec", "meta", "dtype", "shape", "offsets", "drop"]))
+        names = sorted(k for k in header if k != "__metadata__")
+        meta = header["__metadata__"]
+        if op == "spec":  # one mutation of the stored spec, as the spec property does
+            try:
+                spec = json.loads(meta["archzoo.spec"])
+            except ValueError:  # an earlier "meta" mutation replaced it
+                continue
+            if not isinstance(spec, dict) or not spec:
+                continue
+            path = draw(st.sampled_from(paths(spec)))
+            at(spec, path[:-1])[path[-1]] = draw(VALUES)
+            meta["archzoo.spec"] = json.dumps(spec)
+        elif op == "meta":
+            key = draw(st.sampled_from(sorted(meta)))
+            meta[key] = draw(st.one_of(st.text(max_size=20), st.sampled_from(["{}", "[]", "null"])))
+        elif op == "dtype":
+            header[draw(st.sampled_from(names))]["dtype"] = draw(st.sampled_from(DTYPES))
+        elif op == "shape":
+            header[draw(st.sampled_from(names))]["shape"] = draw(
+                st.lists(st.integers(-1, 70), max_size=3)
+            )
+        elif op == "offsets":
+            entry = header[draw(st.sampled_from(names))]
+            entry["data_offsets"] = draw(st.lists(st.integers(-1, len(data) + 8), max_size=3))
+        else:
+            del header[draw(st.sampled_from(names))]
+    raw = _join(header, data)
+    if draw(st.booleans()):  # and sometimes the bytes themselves
+        cut = draw(st.integers(0, len(raw)))
+        raw = raw[:cut] + draw(st.binary(max_size=16)) + raw[cut + draw(st.integers(0, 16)) :]
+    return raw
+
+
+@settings(SETTINGS, max_examples=150)
+@given(mutated_weight_files())
+def test_mutated_weights_files_load_or_fail_only_with_weights_error(raw):
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "m.safetensors"
+        path.write_bytes(raw)
+        try:
+            model = archzoo.load(path)
+        except WEIGHT_ERRORS as exc:
+            assert str(path) in str(exc)
+            event("refused")
+            return
+    ids = torch.tensor([[1, 2, 3]])
+    with torch.no_grad():
+        assert model(ids).logits.shape[:2] == (1, 3)
+    event("loaded")
+
+
+@st.composite
+def mutated_hf_dirs(draw: st.DrawFn) -> tuple[dict, dict, bool]:
+    """A tiny GPT-2 checkpoint's config and tensors with one to three mutations."""
+    from hostile_util import GPT2_CONFIG, gpt2_tensors
+
+    config, tensors = dict(GPT2_CONFIG), gpt2_tensors()
+    for _ in range(draw(st.integers(1, 3))):
+        op = draw(
+            st.sampled_from(["config", "config", "drop-key", "dtype", "shape", "drop", "add"])
+        )
+        name = draw(st.sampled_from(sorted(tensors))) if tensors else None
+        if op == "config":
+            config[draw(st.sampled_from(sorted(config) + ["n_ctx", "tie_word_embeddings"]))] = draw(
+                st.one_of(VALUES, nudged(1))
+            )
+        elif op == "drop-key" and len(config) > 1:
+            del config[draw(st.sampled_from(sorted(k for k in config if k != "model_type")))]
+        elif op == "dtype" and name:
+            dtype = draw(st.sampled_from([torch.float16, torch.bfloat16, torch.int32, torch.bool]))
+            tensors[name] = tensors[name].to(dtype)
+        elif op == "shape" and name:
+            tensors[name] = torch.zeros(draw(st.lists(st.integers(0, 50), max_size=3)))
+        elif op == "drop" and name:
+            del tensors[name]
+        elif op == "add":
+            tensors[draw(st.text(min_size=1, max_size=12))] = torch.zeros(2)
+    return config, tensors, draw(st.booleans())
+
+
+@settings(SETTINGS, max_examples=150)
+@given(mutated_hf_dirs())
+def test_mutated_hf_dirs_import_or_fail_only_with_archzoo_errors(case):
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from archzoo.safe_write import write_safetensors
+
+    config, tensors, sharded = case
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d)
+        (root / "config.json").write_text(json.dumps(config))
+        if sharded and len(tensors) > 1:
+            names = sorted(tensors)
+            parts = {"a.safetensors": names[::2], "b.safetensors": names[1::2]}
+            for fname, keys in parts.items():
+                write_safetensors(root / fname, {k: tensors[k] for k in keys}, {})
+            weight_map = {k: f for f, keys in parts.items() for k in keys}
+            (root / "model.safetensors.index.json").write_text(
+                json.dumps({"weight_map": weight_map})
+            )
+        else:
+            write_safetensors(root / "model.safetensors", tensors, {"format": "pt"})
+        try:
+            model = archzoo.from_hf(root)
+        except IMPORT_ERRORS as exc:
+            assert str(exc)
+            event("refused")
+            return
+    ids = torch.tensor([[1, 2, 3]]) % model.spec.data["vocab_size"]
+    with torch.no_grad():
+        assert model(ids).last_hidden_state.shape[:2] == (1, 3)
+    event("imported")
