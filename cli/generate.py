@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -36,15 +37,36 @@ def load_tokenizer(directory: Path) -> Any:
     return Tokenizer.from_file(str(path))
 
 
+def finite(value: float) -> float:
+    """A temperature: a finite number above 0 (checked before any output)."""
+    if not math.isfinite(value) or value <= 0:
+        raise click.BadParameter(f"must be a finite number > 0, got {value}")
+    return value
+
+
+def probability(value: float | None) -> float | None:
+    """A top-p mass in (0, 1]."""
+    if value is not None and not 0 < value <= 1:  # NaN fails this too
+        raise click.BadParameter(f"must be in (0, 1], got {value}")
+    return value
+
+
 @click.command("generate")
 @click.argument("source", metavar="FILE|DIR")
 @click.option("--prompt", required=True, help="Text to continue.")
 @click.option("--max-new-tokens", default=50, show_default=True, type=click.IntRange(min=1))
 @click.option("--min-new-tokens", default=0, show_default=True, type=click.IntRange(min=0))
 @click.option("--do-sample", is_flag=True, help="Sample instead of greedy decoding.")
-@click.option("--temperature", default=1.0, show_default=True, type=float)
+@click.option(
+    "--temperature", default=1.0, show_default=True, type=float, callback=lambda c, p, v: finite(v)
+)
 @click.option("--top-k", type=click.IntRange(min=0), help="Keep the k most likely tokens.")
-@click.option("--top-p", type=float, help="Keep the smallest set with this probability.")
+@click.option(
+    "--top-p",
+    type=float,
+    callback=lambda c, p, v: probability(v),
+    help="Keep the smallest set with this probability.",
+)
 @click.option("--num-beams", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option("--seed", type=int, help="Seed for sampling.")
 def generate_cmd(
@@ -67,6 +89,13 @@ def generate_cmd(
     ids = torch.tensor([tokenizer.encode(prompt).ids])
     if ids.shape[1] == 0:
         raise UserError("the prompt encodes to no tokens")
+    max_len = model.spec.data["max_len"]
+    need = max_new_tokens + (ids.shape[1] if model.family == "decoder" else 1)
+    if ids.shape[1] > max_len or need > max_len:  # refused before any output
+        raise UserError(
+            f"--max-new-tokens {max_new_tokens} with a {ids.shape[1]}-token prompt needs "
+            f"{max(need, ids.shape[1])} positions; {model.spec.name} has max_len {max_len}"
+        )
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
     context = ids[0].tolist()  # decode prompt + new tokens together so spacing is right
     printed = tokenizer.decode(context)

@@ -137,12 +137,22 @@ def mutated_specs(draw: st.DrawFn) -> tuple[str, dict]:
     return name, data
 
 
+TOKEN_KEYS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
+TOKEN_KEYS += ("forced_eos_token_id",)
+
+
 def tiny_overrides(data: dict) -> dict[str, Any]:
-    """TINY, plus one KV head where the spec sets a count that 2 heads cannot divide."""
+    """TINY, plus one KV head where the spec sets a count that 2 heads cannot divide; two
+    layers where per-layer selections need them ('1::2'); no special token ids of the real
+    vocabulary (they are outside TINY's, which validation refuses)."""
+    out = dict(TINY)
     attention = data.get("attention")
     if isinstance(attention, dict) and attention.get("n_kv_heads") is not None:
-        return {**TINY, "attention.n_kv_heads": 1}
-    return TINY
+        out["attention.n_kv_heads"] = 1
+    if data.get("layers"):
+        out["n_layers"] = 2
+    out.update({k: None for k in TOKEN_KEYS if isinstance(data.get(k), (int, list))})
+    return out
 
 
 def inputs(model: archzoo.ZooModel) -> dict[str, torch.Tensor]:
