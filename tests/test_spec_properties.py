@@ -149,10 +149,25 @@ def tiny_overrides(data: dict) -> dict[str, Any]:
     attention = data.get("attention")
     if isinstance(attention, dict) and attention.get("n_kv_heads") is not None:
         out["attention.n_kv_heads"] = 1
-    if data.get("layers"):
-        out["n_layers"] = 2
+    if data.get("layers"):  # enough layers that every selection picks one
+        out["n_layers"] = max([2] + [_first_needed(e.get("select")) for e in data["layers"]])
+    ffn = data.get("ffn")
+    if isinstance(ffn, dict) and ffn.get("kind") == "moe":  # a few small experts
+        out.update({"ffn.n_experts": 4, "ffn.top_k": 2, "ffn.d_expert": None})
     out.update({k: None for k in TOKEN_KEYS if isinstance(data.get(k), (int, list))})
     return out
+
+
+def _first_needed(select: Any) -> int:
+    """Layers a `select:` needs to match at least one: max index + 1, or a slice's start + 1."""
+    if isinstance(select, list) and select:
+        return max(select) + 1
+    if isinstance(select, int):
+        return select + 1
+    if isinstance(select, str) and ":" in select:
+        start = select.split(":")[0]
+        return int(start) + 1 if start else 1
+    return 1
 
 
 def inputs(model: archzoo.ZooModel) -> dict[str, torch.Tensor]:
