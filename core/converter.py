@@ -11,15 +11,16 @@ from __future__ import annotations
 import ast
 import copy
 from collections import ChainMap
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from dataclasses import replace as _replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
 from torch import Tensor
 
 if TYPE_CHECKING:
-    from .hf_tensors import TensorTable, ZooNames
+    from .hf_tensors import Rule, TensorTable, ZooNames
 
 
 class ConversionError(ValueError):
@@ -208,6 +209,31 @@ def spec_header(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@dataclass(frozen=True)
+class Task:
+    """One HF architecture of a type (`...ForSequenceClassification`, `...Model`): the spec
+    head it means, the tensors of that head, and what else it changes."""
+
+    head: Mapping[str, Any]
+    rules: tuple[Rule, ...] = ()  # the head's tensors (base=True rules sit under the prefix)
+    fields: tuple[Field, ...] = ()  # config keys of this head only (head.tie, ...)
+    family: str | None = None  # when the architecture changes it (T5EncoderModel: encoder)
+    pooler: str | None = None  # an HF tensor whose presence turns the head's `pooler` on
+    labels: bool = False  # num_labels, id2label (and problem_type) from config.json
+
+
+def _labels(config: dict[str, Any], kind: str) -> dict[str, Any]:
+    """num_labels, names (HF id2label) and, for sequences, problem_type of a task head."""
+    id2label = config.get("id2label") or {}
+    n = len(id2label) or get(config, "num_labels", 2)
+    out: dict[str, Any] = {"num_labels": n}
+    if id2label:
+        out["labels"] = [str(id2label.get(str(i), id2label.get(i, i))) for i in range(n)]
+    if kind == "classifier":
+        out["problem_type"] = config.get("problem_type") or "auto"
+    return out
+
+
 class Converter:
     """Subclass per HF `model_type`; register with `registrar.add_converter(Converter())`.
 
@@ -222,9 +248,48 @@ class Converter:
     fields: ClassVar[tuple[Field, ...]] = ()
     requires: ClassVar[Mapping[str, Any]] = {}
     tensors: ClassVar[TensorTable | None] = None
+    hf_prefix: ClassVar[str] = ""  # HF class names: hf_prefix + task key ("Bert" + "Model")
+    tasks: ClassVar[Mapping[str, Task]] = {}  # architecture suffix -> task ("Model": headless)
+    default_task: ClassVar[str] = ""  # without `architectures` and without head tensors
 
-    def to_spec(self, config: dict[str, Any]) -> dict[str, Any]:
-        """The archzoo spec (as a dict) equivalent to an HF config.json."""
+    def task_of(self, config: dict[str, Any], tensor_names: Sequence[str] = ()) -> str:
+        """The task key: from `architectures`, else from the tensors present."""
+        archs = config.get("architectures") or []
+        if not self.tasks:  # one head only: the table's own rules
+            return self.default_task
+        if archs:
+            arch = str(archs[0])
+            for key in self.tasks:
+                if arch == self.hf_prefix + key:
+                    return key
+            if not self.hf_prefix or not arch.startswith(self.hf_prefix):  # a subclass's type
+                ends = [key for key in self.tasks if arch.endswith(key)]
+                if ends:
+                    return max(ends, key=len)
+            raise ConversionError(
+                f"config.json architectures={archs!r}: not supported for model_type "
+                f"{self.model_type!r}; supported: "
+                + ", ".join(self.hf_prefix + key for key in self.tasks)
+            )
+        names = set(tensor_names)
+        if not names or self.tensors is None:
+            return self.default_task
+        for key, task in self.tasks.items():  # the first whose own head tensor is there
+            probes = [a for r in task.rules if not r.base for a in r.hf[0].split("|")]
+            if probes and probes[0] in names:
+                return key
+        base = any(p and n.startswith(p) for p in self.tensors.prefixes for n in names)
+        return self.default_task if base or "Model" not in self.tasks else "Model"
+
+    def task_table(self, task: str) -> TensorTable:
+        """The tensor table of one task: the base rules plus its head's."""
+        assert self.tensors is not None
+        if task not in self.tasks:
+            return self.tensors
+        return _replace(self.tensors, rules=self.tensors.rules + self.tasks[task].rules)
+
+    def to_spec(self, config: dict[str, Any], tensor_names: Sequence[str] = ()) -> dict[str, Any]:
+        """The archzoo spec (as a dict) equivalent to an HF config.json (and its tensors)."""
         if not self.family:
             raise NotImplementedError(f"{type(self).__name__} has no table and no to_spec()")
         for key, allowed in self.requires.items():
@@ -234,12 +299,24 @@ class Converter:
                     f"config.json {key}={value!r} is not supported (only {allowed!r})"
                 )
         spec = {**spec_header(config), "family": self.family, **copy.deepcopy(dict(self.fixed))}
-        for f in self.fields:
+        task = self.tasks.get(self.task_of(config, tensor_names)) if self.tasks else None
+        if task is not None:
+            spec["head"] = copy.deepcopy(dict(task.head))
+            spec["family"] = task.family or self.family
+            if task.pooler is not None:
+                spec["head"]["pooler"] = not tensor_names or any(
+                    n.endswith(task.pooler) for n in tensor_names
+                )
+            if task.labels:
+                spec["head"].update(_labels(config, spec["head"]["kind"]))
+        for f in (*(task.fields if task else ()), *self.fields):  # the type's own win
             value = get(config, f.hf, f.default)
             if f.values is not None:
                 value = f.values.read(value, f.hf.split("|")[0])
             for path in f.paths:
                 set_path(spec, path, value)
+        if spec["family"] != "encoder-decoder":
+            spec.pop("decoder", None)  # per-stack sizes of a stack this task does not have
         self.adjust(spec, config)
         return spec
 
@@ -260,7 +337,7 @@ class Converter:
         """archzoo tensors for a model with `names`, read from `src` through the table."""
         if self.tensors is None:
             return self.convert(src, config)
-        return self.tensors.to_zoo(src, names, ctx)
+        return self.task_table(self.task_of(config, src.names())).to_zoo(src, names, ctx)
 
     def export_state(
         self,
@@ -268,12 +345,16 @@ class Converter:
         names: ZooNames,
         ctx: dict[str, Any],
         prefix: str | None = None,
+        task: str | None = None,
     ) -> dict[str, Tensor]:
-        """HF tensors from archzoo ones through the same table (base prefix: the first)."""
+        """HF tensors from archzoo ones through the same table (default: the default task,
+        under the first base prefix; a headless `Model` has none)."""
         if self.tensors is None:
             raise NotImplementedError(f"{type(self).__name__} has no tensor table to export")
-        p = self.tensors.prefixes[0] if prefix is None else prefix
-        return self.tensors.to_hf(state, names, ctx, p)
+        task = task or self.default_task
+        if prefix is None:
+            prefix = "" if task == "Model" else self.tensors.prefixes[0]
+        return self.task_table(task).to_hf(state, names, ctx, prefix)
 
     def convert(self, src: TensorSource, config: dict[str, Any]) -> dict[str, Tensor]:
         """Legacy entry (no table): archzoo state-dict entries from HF tensors."""

@@ -11,7 +11,7 @@ import torch
 
 from .builder import build_model
 from .checkpoint_files import index_shards, read_json, regular_file
-from .converter import ConversionError, TensorSource
+from .converter import ConversionError, Converter, TensorSource
 from .errors import SpecError
 from .hf_tensors import ZooNames
 from .model import ZooModel
@@ -65,8 +65,12 @@ def from_hf(
     model_type = config["model_type"]
     converter = reg.converter(model_type)
     src = TensorSource(read_safetensors(d), str(d))
+    if isinstance(converter, Converter) and converter.tasks:  # a task may show in the tensors
+        spec_data = converter.to_spec(config, src.names())
+    else:  # a duck-typed converter of the first contract
+        spec_data = converter.to_spec(config)
     try:
-        spec = load_spec(converter.to_spec(config), registry=reg)
+        spec = load_spec(spec_data, registry=reg)
     except SpecError as exc:  # name the file the bad values came from
         raise ConversionError(f"{d / 'config.json'}: describes an invalid model:\n{exc}") from None
     except (ConversionError, RegistryError):

@@ -36,6 +36,9 @@ class ModelOutput:
     encoder_attentions: tuple[Tensor | None, ...] | None = None
     decoder_attentions: tuple[Tensor | None, ...] | None = None
     cross_attentions: tuple[Tensor | None, ...] | None = None
+    pooler_output: Tensor | None = None  # heads that name their outputs (HF names) fill
+    start_logits: Tensor | None = None  # these instead of `logits`
+    end_logits: Tensor | None = None
 
     def __getitem__(self, key: str) -> Any:
         return getattr(self, key)
@@ -281,22 +284,30 @@ class ZooModel(nn.Module):
         if logits_to_keep is not None:
             hidden = hidden[:, -logits_to_keep:]
             mask = None if mask is None else mask[:, -logits_to_keep:]
-        logits = self.head(hidden, mask) if return_logits else None
+        out = self.head(hidden, mask) if return_logits else None  # logits, or HF-named outputs
+        named = out if isinstance(out, dict) else {"logits": out}
         loss = None
         if labels is not None and not return_logits:
             loss = self.head.hidden_loss(hidden, labels, mask)
         elif labels is not None:
-            if logits is None:
+            if out is None or "pooler_output" in named:
                 raise ValueError(
                     f"head {self.head.name!r} makes no logits, so labels cannot be used"
                 )
-            loss = self.head.loss(logits, labels)
+            loss = self.head.loss(out, labels)
         aux_loss = None
         if self._aux_groups:
             aux_loss, weighted = pooled_aux_loss(self._aux_groups, attention_mask)
             if loss is not None:
                 loss = loss + weighted
-        return ModelOutput(hidden, logits, loss, enc_out, aux_loss, **self._recorded(rec))
+        return ModelOutput(
+            hidden,
+            loss=loss,
+            encoder_last_hidden_state=enc_out,
+            aux_loss=aux_loss,
+            **named,
+            **self._recorded(rec),
+        )
 
     def _recorded(self, rec: dict[str, StackRecord]) -> dict[str, Any]:
         """ModelOutput fields of the records: HF names per family."""

@@ -43,6 +43,7 @@ from .head.classifier import ClassifierHead
 from .head.lm import LMHead
 from .head.mlm import MLMHead
 from .head.none import NoHead
+from .head.question_answering import QuestionAnsweringHead
 from .head.token_classifier import TokenClassifierHead
 from .norm.layernorm import LayerNorm
 from .norm.rmsnorm import RMSNorm
@@ -92,6 +93,7 @@ BUILTIN_COMPONENTS = (
     MLMHead,
     ClassifierHead,
     TokenClassifierHead,
+    QuestionAnsweringHead,
 )
 
 BUILTIN_CONVERTERS = (

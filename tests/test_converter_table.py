@@ -124,6 +124,8 @@ def test_every_named_path_exists_in_a_built_model():
                 "qwen3-30b-a3b",
                 {"n_layers": 1, "ffn.n_shared": 1, "ffn.shared_gate": True},
             ),
+            ("bert-base", {"n_layers": 1, "head": {"kind": "classifier"}}),
+            ("gpt2", {"n_layers": 1, "head": "question_answering"}),
         ]
     ]
     names = set()

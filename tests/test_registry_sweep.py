@@ -32,7 +32,7 @@ class HeadOutput:
     """What a head's logits look like and how its labels are drawn."""
 
     per_token: bool  # logits (B, T, n) rather than (B, n)
-    classes: str  # "vocab" (the vocabulary) or "num_labels" (from the head config)
+    classes: str  # "vocab", "num_labels" (from the head config) or "positions" (a span)
 
 
 HEAD_OUTPUTS: dict[str, HeadOutput | None] = {
@@ -40,6 +40,8 @@ HEAD_OUTPUTS: dict[str, HeadOutput | None] = {
     "mlm": HeadOutput(per_token=True, classes="vocab"),
     "classifier": HeadOutput(per_token=False, classes="num_labels"),
     "token_classifier": HeadOutput(per_token=True, classes="num_labels"),
+    # start_logits / end_logits (B, T); labels (B, 2) start and end positions
+    "question_answering": HeadOutput(per_token=True, classes="positions"),
     "none": None,  # no logits: the loss is a fixed projection of last_hidden_state
 }
 
@@ -77,6 +79,8 @@ def tiny_spec(cls: type[Component], family: str) -> dict:
 def make_labels(head: str, cfg: dict, shape: tuple[int, ...], g: torch.Generator) -> tuple:
     """Labels for the head and the number of classes its cross-entropy ranges over."""
     out = HEAD_OUTPUTS[head]
+    if out.classes == "positions":
+        return torch.randint(0, shape[1], (shape[0], 2), generator=g), shape[1]
     n = TINY["vocab_size"] if out.classes == "vocab" else cfg["num_labels"]
     return torch.randint(0, n, shape if out.per_token else shape[:1], generator=g), n
 
@@ -106,7 +110,7 @@ def run_tiny(cls: type[Component], family: str) -> None:
     n_classes = None
     if expected is not None:
         labels, n_classes = make_labels(head_name, model.spec.data["head"], (BATCH, T), g)
-        if expected.per_token and family != "encoder-decoder":
+        if expected.per_token and expected.classes != "positions" and family != "encoder-decoder":
             labels = labels.masked_fill(src_mask == 0, -100)  # no targets on padding
         kwargs["labels"] = labels
     out = model(**kwargs)
@@ -123,8 +127,13 @@ def run_tiny(cls: type[Component], family: str) -> None:
         loss = (out.last_hidden_state * w).sum()
     else:
         shape = (BATCH, T, n_classes) if expected.per_token else (BATCH, n_classes)
-        assert out.logits.shape == shape
-        assert torch.isfinite(out.logits).all(), "non-finite logits"
+        logits = out.logits
+        if expected.classes == "positions":  # a span: one logit per token for start and end
+            shape, logits = (BATCH, T), torch.cat([out.start_logits, out.end_logits])
+            assert out.start_logits.shape == out.end_logits.shape == shape
+        else:
+            assert logits.shape == shape
+        assert torch.isfinite(logits).all(), "non-finite logits"
         loss = out.loss
         assert loss.shape == ()
         # At init the logits are near-uniform, so cross-entropy is close to ln(classes).

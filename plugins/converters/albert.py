@@ -6,14 +6,15 @@ from typing import Any
 
 from archzoo.converter import ConversionError, Field, get, spec_parts
 
-from .bert import BertConverter, bert_fields
-from .common import BERT_BUFFERS, BERT_EMBEDDINGS, mlm_head, table
+from .bert import BertConverter, bert_fields, mlm_activation
+from .common import BERT_BUFFERS, BERT_EMBEDDINGS, encoder_tasks, mlm_task, table
 
 GROUP = "encoder.albert_layer_groups.{i}.albert_layers.0."  # archzoo block i = HF group i
 
 
 class AlbertConverter(BertConverter):
     model_type = "albert"
+    hf_prefix = "Albert"
     requires = {"inner_group_num": 1, "position_embedding_type": "absolute"}
     fixed = {
         **BertConverter.fixed,
@@ -26,6 +27,9 @@ class AlbertConverter(BertConverter):
         *bert_fields(dropout=0.0, activation="gelu_new"),
         Field("embedding_size", "embedding.embedding_size"),
     )
+    tasks = encoder_tasks(
+        "pooler", mlm_task("predictions.", "dense", "LayerNorm", mlm_activation("gelu_new"))
+    )
     tensors = table(
         BERT_EMBEDDINGS
         + f"""
@@ -37,7 +41,6 @@ class AlbertConverter(BertConverter):
         {GROUP}ffn_output                       FC_OUT
         {GROUP}full_layer_layer_norm            FFN_NORM
         """,
-        mlm_head("predictions.", "dense", "LayerNorm"),
         prefixes=("albert.", ""),
         stacks={"encoder": {}},
         # not part of an MLM model: the pooler and AlbertForPreTraining's sentence-order head

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from archzoo.converter import Converter, parse_fields, spec_parts
 
-from .common import ACTIVATION, LM_HEAD, PAD_AND_TIE, table
+from .common import ACTIVATION, HEADLESS, QUESTION_ANSWERING, TASK_LM, table, task, tie
 
 
 class BartConverter(Converter):
     model_type = "bart"
+    hf_prefix = "Bart"
     family = "encoder-decoder"
     requires = {"normalize_before": False, "add_final_layer_norm": False}
     fixed = spec_parts(
-        "tie_embeddings: true, block: post_ln, ffn: mlp, head: {kind: lm, fixed_bias: true}",
+        "tie_embeddings: true, block: post_ln, ffn: mlp",
         "embedding: {kind: token, norm: true}, norm: {kind: layernorm, eps: 1.0e-5}",
         "position: {kind: learned, offset: 2}",  # BART's learned positions start at index 2
         "attention: {kind: mha, fused_qkv: false, bias: true}",
@@ -38,8 +39,17 @@ class BartConverter(Converter):
             """,
             ACTIVATION=ACTIVATION,
         ),
-        *PAD_AND_TIE[1:],
     )
+    tasks = {
+        "Model": HEADLESS,
+        "ForConditionalGeneration": task(
+            "kind: lm, fixed_bias: true",
+            TASK_LM + "final_logits_bias  LM_FIXED_BIAS  flatten tensor  # (1, V)",
+            fields=(tie(True),),
+        ),
+        "ForQuestionAnswering": QUESTION_ANSWERING,  # on the decoder's states
+    }
+    default_task = "ForConditionalGeneration"
     tensors = table(
         """
         shared|{s}.embed_tokens                 WORD        # one table for both stacks
@@ -49,10 +59,6 @@ class BartConverter(Converter):
         {s}.layers.{i}.encoder_attn.(q_proj,k_proj,v_proj,out_proj)  CROSS_Q,CROSS_K,CROSS_V,CROSS_OUT
         {s}.layers.{i}.(self_attn_layer_norm,encoder_attn_layer_norm) ATTN_NORM,CROSS_NORM
         {s}.layers.{i}.(fc1,fc2,final_layer_norm)                   FC_IN,FC_OUT,FFN_NORM
-        """,
-        LM_HEAD
-        + """
-        final_logits_bias                       LM_FIXED_BIAS   flatten tensor  # (1, V)
         """,
         prefixes=("model.", ""),
         stacks={"encoder": {"s": "encoder"}, "decoder": {"s": "decoder"}},

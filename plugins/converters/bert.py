@@ -6,7 +6,17 @@ from typing import Any
 
 from archzoo.converter import Converter, Field, get, parse_fields, spec_parts
 
-from .common import ACTIVATION, BERT_BUFFERS, BERT_EMBEDDINGS, PAD_AND_TIE, SIZES, mlm_head, table
+from .common import (
+    ACTIVATION,
+    BERT_BUFFERS,
+    BERT_EMBEDDINGS,
+    PAD,
+    SIZES,
+    encoder_tasks,
+    mlm_task,
+    table,
+    task,
+)
 
 LAYERS = """
     encoder.layer.{i}.attention.self.(query,key,value)    QKV     fuse  # one GEMM, not three
@@ -29,27 +39,39 @@ def bert_fields(*, dropout: float, activation: str) -> tuple[Field, ...]:
             attention_probs_dropout_prob    attention_dropout           {dropout}
             type_vocab_size                 embedding.type_vocab_size   2
             layer_norm_eps                  norm.eps                    1e-12
-            hidden_act      ffn.activation,head.activation  {activation}    ACTIVATION
+            hidden_act                      ffn.activation      {activation}    ACTIVATION
             """,
             ACTIVATION=ACTIVATION,
         ),
-        *PAD_AND_TIE,
+        *PAD,
     )
+
+
+def mlm_activation(default: str) -> Field:
+    """The MLM transform's activation: the model's."""
+    return Field("hidden_act", "head.activation", default, ACTIVATION)
 
 
 class BertConverter(Converter):
     model_type = "bert"
+    hf_prefix = "Bert"
     family = "encoder"
     requires = {"position_embedding_type": "absolute", "is_decoder": False}
     fixed = spec_parts(
-        "block: post_ln, norm: layernorm, ffn: mlp, head: mlm",
+        "block: post_ln, norm: layernorm, ffn: mlp",
         "embedding: {kind: token, norm: true}, position: {kind: learned, offset: 0}",
         "attention: {kind: mha, fused_qkv: true, bias: true}",
     )
     fields = bert_fields(dropout=0.1, activation="gelu")
+    tasks = encoder_tasks(
+        "pooler.dense",
+        mlm_task(
+            "cls.predictions.", "transform.dense", "transform.LayerNorm", mlm_activation("gelu")
+        ),
+    )
+    default_task = "ForMaskedLM"
     tensors = table(
         BERT_EMBEDDINGS + LAYERS,
-        mlm_head("cls.predictions.", "transform.dense", "transform.LayerNorm"),
         prefixes=("bert.", ""),
         stacks={"encoder": {}},
         ignore=(*BERT_BUFFERS, *POOLER, "cls.seq_relationship.weight", "cls.seq_relationship.bias"),
@@ -58,9 +80,19 @@ class BertConverter(Converter):
 
 class RobertaConverter(BertConverter):
     model_type = "roberta"
+    hf_prefix = "Roberta"
+    tasks = encoder_tasks(
+        "pooler.dense",
+        mlm_task("lm_head.", "dense", "layer_norm", mlm_activation("gelu")),
+        # RobertaClassificationHead: dense + tanh on <s> (no pretrained pooler), out_proj
+        sequence=task(
+            "kind: classifier, pooling: cls, pooler: true",
+            "classifier.(dense,out_proj)  HEAD_POOLER,CLASSIFIER",
+            labels=True,
+        ),
+    )
     tensors = table(
         BERT_EMBEDDINGS + LAYERS,
-        mlm_head("lm_head.", "dense", "layer_norm"),
         prefixes=("roberta.", ""),
         stacks={"encoder": {}},
         ignore=(*BERT_BUFFERS, *POOLER),

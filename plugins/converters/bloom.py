@@ -6,15 +6,16 @@ from typing import Any
 
 from archzoo.converter import Converter, parse_fields, spec_parts
 
-from .common import LM_HEAD, PAD_AND_TIE, megatron_layer, table
+from .common import PAD, decoder_tasks, lm_task, megatron_layer, table
 
 
 class BloomConverter(Converter):
     model_type = "bloom"
+    hf_prefix = "Bloom"
     family = "decoder"
     requires = {"apply_residual_connection_post_layernorm": False}
     fixed = spec_parts(
-        "position: alibi, block: pre_ln, norm: layernorm, head: lm",
+        "position: alibi, block: pre_ln, norm: layernorm",
         "embedding: {kind: token, norm: true}",
         "attention: {kind: mha, fused_qkv: true, bias: true}",
         "ffn: {kind: mlp, activation: gelu_tanh}",
@@ -32,18 +33,17 @@ class BloomConverter(Converter):
             layer_norm_epsilon          norm.eps            1e-5
             """
         ),
-        *PAD_AND_TIE,
+        *PAD,
     )
+    tasks = decoder_tasks("ForCausalLM", lm_task(True))
+    default_task = "ForCausalLM"
     tensors = table(
         """
         word_embeddings                         WORD
         word_embeddings_layernorm               EMBED_NORM
-        h.{i}.self_attention.query_key_value    QKV         heads_interleaved   # per head
-        h.{i}.self_attention.dense              ATTN_OUT
         ln_f                                    FINAL_NORM
         """
-        + megatron_layer("h.{i}"),
-        LM_HEAD,
+        + megatron_layer("h.{i}", "self_attention"),
         prefixes=("transformer.", ""),
     )
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
-from archzoo.converter import Values, parse_fields
+from archzoo.converter import Field, Task, Values, parse_fields, spec_parts
 from archzoo.hf_tensors import TensorTable, parse_rules
 
 from . import paths
@@ -34,16 +35,76 @@ SIZES = parse_fields(
     intermediate_size           d_ff
     """
 )
-# Every type: padding id, and whether the LM head reuses the token table.
-PAD_AND_TIE = parse_fields(
-    """
-    pad_token_id                pad_token_id        None
-    tie_word_embeddings         head.tie            True
-    """
-)
-
-# The causal-LM output projection: its own tensor, or (tied) a repeat that archzoo skips.
+PAD = parse_fields("pad_token_id  pad_token_id  None")
+# A converter without `tasks` (LM only) may still list these; tasks carry them otherwise.
 LM_HEAD = "lm_head  LM_PROJ"
+
+
+def tie(default: bool) -> Field:
+    """Whether the LM head reuses the token table (HF's default differs per type)."""
+    return Field("tie_word_embeddings", "head.tie", default)
+
+
+PAD_AND_TIE = (*PAD, tie(True))  # for converters without tasks
+
+
+def task(head: str, rules: str = "", *, base: str = "", **options: Any) -> Task:
+    """A task from text: the head as YAML flow-mapping items, its tensor rules (those in
+    `base` sit under the base-model prefix, like BERT's pooler)."""
+    parsed = parse_rules(base, PATHS) + parse_rules(rules, PATHS, base=False)
+    return Task(spec_parts(head), parsed, **options)
+
+
+HEADLESS = task("kind: none")
+QUESTION_ANSWERING = task("kind: question_answering", "qa_outputs  QA")
+
+
+TASK_LM = "lm_head  LM_PROJ\n"
+
+
+def lm_task(default_tie: bool, rules: str = TASK_LM) -> Task:
+    """A causal-LM head: its own projection, or (tied) a repeat that archzoo skips."""
+    return task("kind: lm", rules, fields=(tie(default_tie),))
+
+
+def decoder_tasks(lm_key: str, lm: Task, token: str = "classifier") -> dict[str, Task]:
+    """A decoder type's architectures: base, causal LM, and the task heads on the last token
+    (`score`, no bias), every token, or spans."""
+    return {
+        "Model": HEADLESS,
+        lm_key: lm,
+        "ForSequenceClassification": task(
+            "kind: classifier, pooling: last, pooler: false, bias: false",
+            "score  CLASSIFIER",
+            labels=True,
+        ),
+        "ForTokenClassification": task(
+            "kind: token_classifier", f"{token}  CLASSIFIER", labels=True
+        ),
+        "ForQuestionAnswering": QUESTION_ANSWERING,
+    }
+
+
+def encoder_tasks(pooler: str, mlm: Task, sequence: Task | None = None) -> dict[str, Task]:
+    """A BERT-like type's architectures; `pooler` is its pooler module (under the prefix)."""
+    pool = f"{pooler}  HEAD_POOLER"
+    return {
+        "Model": task("kind: none", base=pool, pooler=f"{pooler}.weight"),
+        "ForMaskedLM": mlm,
+        "ForPreTraining": mlm,
+        "ForSequenceClassification": sequence
+        or task(
+            "kind: classifier, pooling: cls, pooler: true",
+            "classifier  CLASSIFIER",
+            base=pool,
+            labels=True,
+        ),
+        "ForTokenClassification": task(
+            "kind: token_classifier", "classifier  CLASSIFIER", labels=True
+        ),
+        "ForQuestionAnswering": QUESTION_ANSWERING,
+    }
+
 
 BERT_EMBEDDINGS = """
     embeddings.word_embeddings          WORD
@@ -54,23 +115,35 @@ BERT_EMBEDDINGS = """
 BERT_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")  # saved by old versions
 
 
-def megatron_layer(layer: str) -> str:
-    """Norms and MLP of a block in the Megatron-derived names (BLOOM, GPT-NeoX)."""
+# GPT-2's token and position tables and norms (GPT-Neo keeps them)
+GPT2_TABLES_AND_NORMS = """
+    wte                 WORD
+    wpe                 POSITION
+    h.{i}.(ln_1,ln_2)   ATTN_NORM,FFN_NORM
+    ln_f                FINAL_NORM
+"""
+
+
+def megatron_layer(layer: str, attention: str) -> str:
+    """A block in the Megatron-derived names (BLOOM, GPT-NeoX): q|k|v fused per head."""
     return f"""
+    {layer}.{attention}.query_key_value                  QKV     heads_interleaved
+    {layer}.{attention}.dense                            ATTN_OUT
     {layer}.(input_layernorm,post_attention_layernorm)   ATTN_NORM,FFN_NORM
     {layer}.mlp.(dense_h_to_4h,dense_4h_to_h)            FC_IN,FC_OUT
     """
 
 
-def mlm_head(at: str, dense: str, norm: str) -> str:
+def mlm_task(at: str, dense: str, norm: str, activation: Field) -> Task:
     """A masked-LM head under `at`: transform, decoder, and the bias forward adds (the
     decoder's own in untied transformers-5 checkpoints, the head bias otherwise)."""
-    return f"""
+    rules = f"""
     {at}{dense}                         MLM_DENSE
     {at}{norm}                          MLM_NORM
     {at}decoder                         MLM_DECODER
     {at}decoder.bias|{at}bias           MLM_BIAS        tensor
     """
+    return task("kind: mlm", rules, fields=(activation, tie(True)))
 
 
 def table(
@@ -81,6 +154,8 @@ def table(
     stacks: Mapping[str, Mapping[str, str]] | None = None,
     ignore: tuple[str, ...] = (),
 ) -> TensorTable:
-    """A tensor table from text: `base` rules sit under the base-model prefix, `head` not."""
+    """A tensor table of the base model from text; tasks add their heads' rules (`head`:
+    head rules for a converter without tasks; in one with tasks, a head's rules only apply
+    where the model has the head)."""
     rules = parse_rules(base, PATHS) + parse_rules(head, PATHS, base=False)
     return TensorTable(rules, prefixes, stacks or {"decoder": {}}, ignore)

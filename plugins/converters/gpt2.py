@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from archzoo.converter import Converter, Field, Values, parse_fields, spec_parts
 
-from .common import ACTIVATION, LM_HEAD, PAD_AND_TIE, table
+from .common import ACTIVATION, GPT2_TABLES_AND_NORMS, PAD, decoder_tasks, lm_task, table
 
 
 class GPT2Converter(Converter):
     model_type = "gpt2"
+    hf_prefix = "GPT2"
     family = "decoder"
     requires = {"scale_attn_by_inverse_layer_idx": False}
     fixed = spec_parts(
-        "embedding: token, position: learned, block: pre_ln, norm: layernorm, ffn: mlp, head: lm",
+        "embedding: token, position: learned, block: pre_ln, norm: layernorm, ffn: mlp",
         "attention: {kind: mha, fused_qkv: true, bias: true}",
     )
     fields = (
@@ -34,18 +35,16 @@ class GPT2Converter(Converter):
             SCALE=Values({True: None, False: 1.0}),  # False: unscaled scores
         ),
         Field("n_inner", "d_ff", lambda c: 4 * c["n_embd"]),
-        *PAD_AND_TIE,
+        *PAD,
     )
+    tasks = decoder_tasks("LMHeadModel", lm_task(True))
+    default_task = "LMHeadModel"
     tensors = table(
-        """
-        wte                     WORD
-        wpe                     POSITION
-        h.{i}.(ln_1,ln_2)                       ATTN_NORM,FFN_NORM
-        h.{i}.attn.(c_attn,c_proj)              QKV,ATTN_OUT    transpose   # Conv1D: (in, out)
-        h.{i}.mlp.(c_fc,c_proj)                 FC_IN,FC_OUT    transpose
-        ln_f                    FINAL_NORM
+        GPT2_TABLES_AND_NORMS
+        + """
+        h.{i}.attn.(c_attn,c_proj)      QKV,ATTN_OUT    transpose   # Conv1D stores (in, out)
+        h.{i}.mlp.(c_fc,c_proj)         FC_IN,FC_OUT    transpose
         """,
-        LM_HEAD,
         prefixes=("transformer.", ""),
         ignore=("h.{i}.attn.bias", "h.{i}.attn.masked_bias"),  # causal-mask buffers
     )

@@ -7,7 +7,7 @@ from typing import Any
 
 from archzoo.converter import ConversionError, Converter, Field, get, parse_fields, spec_parts
 
-from .common import ACTIVATION, LM_HEAD, PAD_AND_TIE, table
+from .common import ACTIVATION, GPT2_TABLES_AND_NORMS, PAD, decoder_tasks, lm_task, table
 
 # q/k/v without bias, out_proj with bias, no 1/sqrt(head_dim) scaling of the scores
 PROJECTIONS = {"fused_qkv": False, "bias": False, "out_bias": True, "scale": 1.0}
@@ -31,9 +31,10 @@ def attention_layers(config: dict[str, Any]) -> list[str]:
 
 class GPTNeoConverter(Converter):
     model_type = "gpt_neo"
+    hf_prefix = "GPTNeo"
     family = "decoder"
     fixed = spec_parts(
-        "embedding: token, position: learned, block: pre_ln, norm: layernorm, ffn: mlp, head: lm",
+        "embedding: token, position: learned, block: pre_ln, norm: layernorm, ffn: mlp",
     )
     fields = (
         *parse_fields(
@@ -52,18 +53,16 @@ class GPTNeoConverter(Converter):
             ACTIVATION=ACTIVATION,
         ),
         Field("intermediate_size", "d_ff", lambda c: 4 * c["hidden_size"]),
-        *PAD_AND_TIE,
+        *PAD,
     )
+    tasks = decoder_tasks("ForCausalLM", lm_task(True))
+    default_task = "ForCausalLM"
     tensors = table(
-        """
-        wte                             WORD
-        wpe                             POSITION
-        h.{i}.(ln_1,ln_2)                                       ATTN_NORM,FFN_NORM
+        GPT2_TABLES_AND_NORMS
+        + """
         h.{i}.attn.attention.(q_proj,k_proj,v_proj,out_proj)    Q,K,V,ATTN_OUT
         h.{i}.mlp.(c_fc,c_proj)                                 FC_IN,FC_OUT
-        ln_f                            FINAL_NORM
         """,
-        LM_HEAD,
         prefixes=("transformer.", ""),
         ignore=("h.{i}.attn.attention.bias", "h.{i}.attn.attention.masked_bias"),  # mask buffers
     )

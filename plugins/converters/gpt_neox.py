@@ -6,15 +6,16 @@ from typing import Any
 
 from archzoo.converter import Converter, Values, parse_fields, spec_parts
 
-from .common import ACTIVATION, PAD_AND_TIE, SIZES, megatron_layer, table
+from .common import ACTIVATION, PAD, SIZES, decoder_tasks, lm_task, megatron_layer, table
 from .rope import rope_parameters
 
 
 class GPTNeoXConverter(Converter):
     model_type = "gpt_neox"
+    hf_prefix = "GPTNeoX"
     family = "decoder"
     fixed = spec_parts(
-        "embedding: token, norm: layernorm, ffn: mlp, head: lm",
+        "embedding: token, norm: layernorm, ffn: mlp",
         "attention: {kind: mha, fused_qkv: true}",
     )
     fields = (
@@ -28,22 +29,20 @@ class GPTNeoXConverter(Converter):
             use_parallel_residual       block                   True        BLOCK
             layer_norm_eps              norm.eps                            1e-5
             hidden_act                  ffn.activation          gelu        ACTIVATION
-            tie_word_embeddings         head.tie                            False
             """,
             ACTIVATION=ACTIVATION,
             BLOCK=Values({True: "parallel", False: "pre_ln"}),
         ),
-        *PAD_AND_TIE[:1],
+        *PAD,
     )
+    tasks = decoder_tasks("ForCausalLM", lm_task(False, "embed_out  LM_PROJ"))
+    default_task = "ForCausalLM"
     tensors = table(
         """
         embed_in                                    WORD
-        layers.{i}.attention.query_key_value        QKV         heads_interleaved   # per head
-        layers.{i}.attention.dense                  ATTN_OUT
         final_layer_norm                            FINAL_NORM
         """
-        + megatron_layer("layers.{i}"),
-        "embed_out    LM_PROJ",
+        + megatron_layer("layers.{i}", "attention"),
         prefixes=("gpt_neox.", ""),
         ignore=tuple(
             "layers.{i}.attention." + b for b in ("bias", "masked_bias", "rotary_emb.inv_freq")

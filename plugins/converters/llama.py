@@ -6,7 +6,7 @@ from typing import Any
 
 from archzoo.converter import Converter, Field, parse_fields, spec_parts
 
-from .common import LM_HEAD, PAD_AND_TIE, SIZES, table
+from .common import PAD, SIZES, decoder_tasks, lm_task, table
 from .rope import rope_parameters
 
 # Llama-layout tensors, shared by the types built on it (Mistral, Qwen, Gemma, OLMo 2, MoEs)
@@ -25,10 +25,11 @@ MLP_TENSORS = """
 
 class LlamaConverter(Converter):
     model_type = "llama"
+    hf_prefix = "Llama"
     family = "decoder"
     requires = {"hidden_act": "silu", "pretraining_tp": 1}
     fixed = spec_parts(
-        "dropout: 0.0, embedding: token, block: pre_ln, norm: rmsnorm, head: lm",
+        "dropout: 0.0, embedding: token, block: pre_ln, norm: rmsnorm",
         "attention: {kind: mha, fused_qkv: false}",
         "ffn: {kind: glu, activation: swiglu}",
     )
@@ -41,15 +42,18 @@ class LlamaConverter(Converter):
             attention_bias              attention.bias,attention.out_bias   False
             mlp_bias                    ffn.bias                            False
             rms_norm_eps                norm.eps                            1e-6
-            tie_word_embeddings         head.tie                            False
             """
         ),
         Field("head_dim", "head_dim", lambda c: c["hidden_size"] // c["num_attention_heads"]),
         Field("num_key_value_heads", "attention.n_kv_heads", lambda c: c["num_attention_heads"]),
-        *PAD_AND_TIE[:1],
+        *PAD,
     )
+    tasks = decoder_tasks("ForCausalLM", lm_task(False), token="score")
+    default_task = "ForCausalLM"
     tensors = table(
-        ATTENTION_TENSORS + MLP_TENSORS, LM_HEAD, prefixes=("model.", ""), ignore=ROTARY_BUFFER
+        ATTENTION_TENSORS + MLP_TENSORS,
+        prefixes=("model.", "transformer.", ""),  # transformer.: ...ForQuestionAnswering
+        ignore=ROTARY_BUFFER,
     )
 
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:

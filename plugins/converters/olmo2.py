@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from archzoo.converter import spec_parts
 
-from .common import LM_HEAD, table
+from .common import table
 from .llama import LlamaConverter
 from .qwen import QK_NORM_TENSORS
 
 
 class Olmo2Converter(LlamaConverter):
     model_type = "olmo2"
+    hf_prefix = "Olmo2"
     fixed = {
         **LlamaConverter.fixed,
         **spec_parts(
@@ -28,6 +29,5 @@ class Olmo2Converter(LlamaConverter):
         norm                                    FINAL_NORM
         """
         + QK_NORM_TENSORS,
-        LM_HEAD,
         prefixes=("model.", ""),
     )

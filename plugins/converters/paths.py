@@ -36,3 +36,6 @@ LM_FIXED_BIAS = "head.fixed_bias"  # lm: a bias buffer (BART)
 MLM_DENSE, MLM_NORM = "head.dense", "head.norm"  # mlm: the transform
 MLM_DECODER = "head.decoder"  # mlm: the vocabulary projection
 MLM_BIAS = "head.bias"  # mlm: a tensor (the decoder bias under a second name), not a module
+HEAD_POOLER = "head.pooler"  # none / classifier: BERT's dense + tanh on the first token
+CLASSIFIER = "head.classifier"  # classifier, token_classifier: the label projection
+QA = "head.qa_outputs"  # question_answering: (start, end) logits

@@ -6,7 +6,7 @@ from typing import Any
 
 from archzoo.converter import Converter, Field, Values, get, parse_fields, spec_parts
 
-from .common import LM_HEAD, PAD_AND_TIE, table
+from .common import HEADLESS, QUESTION_ANSWERING, lm_task, table, task
 
 FFN = Values(
     {
@@ -19,10 +19,11 @@ FFN = Values(
 
 class T5Converter(Converter):
     model_type = "t5"
+    hf_prefix = "T5"
     family = "encoder-decoder"
     fixed = spec_parts(
         "max_len: 512, tie_embeddings: true, embedding: token, position: t5_relative",
-        "block: pre_ln, norm: rmsnorm, head: lm",
+        "block: pre_ln, norm: rmsnorm",
         "attention: {kind: mha, fused_qkv: false, bias: false, scale: 1.0}",  # unscaled scores
     )
     fields = (
@@ -44,9 +45,18 @@ class T5Converter(Converter):
             FFN=FFN,
         ),
         Field("num_decoder_layers", "decoder.n_layers", lambda c: get(c, "num_layers")),
-        *PAD_AND_TIE[1:],
     )
     # HF sublayers: 0 self-attention, then cross-attention (decoder), then the FFN ({ffn})
+    tasks = {
+        "Model": HEADLESS,
+        "ForConditionalGeneration": lm_task(True),
+        "EncoderModel": task("kind: none", family="encoder"),
+        "ForTokenClassification": task(
+            "kind: token_classifier", "classifier  CLASSIFIER", family="encoder", labels=True
+        ),
+        "ForQuestionAnswering": QUESTION_ANSWERING,  # on the decoder's states
+    }
+    default_task = "ForConditionalGeneration"
     tensors = table(
         """
         shared|{s}.embed_tokens                             WORD    # one table, both stacks
@@ -58,10 +68,12 @@ class T5Converter(Converter):
         {s}.block.{i}.layer.{ffn}.DenseReluDense.(wi_0,wi_1,wo)     GATE,UP,DOWN    # gated
         {s}.final_layer_norm                                FINAL_NORM
         """,
-        LM_HEAD,
+        prefixes=("transformer.", ""),  # transformer.: ...ForTokenClassification
         stacks={"encoder": {"s": "encoder", "ffn": "1"}, "decoder": {"s": "decoder", "ffn": "2"}},
     )
 
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
-        """The tied head rescales by d_model^-0.5 unless config.json says otherwise."""
-        spec["head"]["rescale"] = bool(get(config, "scale_decoder_outputs", spec["head"]["tie"]))
+        """The tied LM head rescales by d_model^-0.5 unless config.json says otherwise."""
+        if spec["head"]["kind"] == "lm":
+            tied = spec["head"]["tie"]
+            spec["head"]["rescale"] = bool(get(config, "scale_decoder_outputs", tied))

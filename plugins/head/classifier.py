@@ -30,12 +30,17 @@ class ClassifierHead(Head):
         dropout: float | None = param(
             None, "dropout before the classifier (null: model dropout)", min=0.0, lt=1.0
         )
+        bias: bool = param(True, "a bias on the classifier (decoder `score` layers have none)")
+        problem_type: Literal[
+            "auto", "regression", "single_label_classification", "multi_label_classification"
+        ] = param("auto", "the loss (auto: as HF, regression for 1 label, else by label dtype)")
+        labels: list[str] | None = param(None, "the class names in index order (HF id2label)")
 
     def __init__(self, cfg: Any, dims: Any, **_: Any) -> None:
         super().__init__(cfg, dims)
         self.pooler = nn.Linear(dims.d_model, dims.d_model) if cfg.pooler else None
         self.dropout = nn.Dropout(dims.dropout if cfg.dropout is None else cfg.dropout)
-        self.classifier = nn.Linear(dims.d_model, cfg.num_labels)
+        self.classifier = nn.Linear(dims.d_model, cfg.num_labels, bias=cfg.bias)
 
     def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         x = pool(hidden, attention_mask, self.cfg.pooling)  # (B, D)
@@ -44,6 +49,17 @@ class ClassifierHead(Head):
         return self.classifier(self.dropout(x))  # (B, num_labels)
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
-        if self.cfg.num_labels == 1:
-            return F.mse_loss(logits.squeeze(-1).float(), labels.float())
-        return F.cross_entropy(logits.float(), labels.view(-1), ignore_index=-100)
+        """HF's sequence-classification loss: MSE, cross-entropy or per-label BCE."""
+        kind = self.cfg.problem_type
+        if kind == "auto":
+            integer = not labels.is_floating_point()
+            kind = (
+                "regression" if self.cfg.num_labels == 1 else "single_label" if integer else "multi"
+            )
+        if kind == "regression":
+            if self.cfg.num_labels == 1:
+                return F.mse_loss(logits.squeeze(-1).float(), labels.squeeze(-1).float())
+            return F.mse_loss(logits.float(), labels.float())
+        if kind.startswith("single_label"):
+            return F.cross_entropy(logits.float(), labels.view(-1), ignore_index=-100)
+        return F.binary_cross_entropy_with_logits(logits.float(), labels.float())

@@ -23,6 +23,7 @@ class TokenClassifierHead(Head):
         dropout: float | None = param(
             None, "dropout before the classifier (null: model dropout)", min=0.0, lt=1.0
         )
+        labels: list[str] | None = param(None, "the tag names in index order (HF id2label)")
 
     def __init__(self, cfg: Any, dims: Any, **_: Any) -> None:
         super().__init__(cfg, dims)
