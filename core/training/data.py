@@ -173,12 +173,18 @@ class PairData:
         return self.src[s0:s1].long(), self.tgt[t0:t1].long()
 
 
+def _cache_state(
+    files: list[Path], tok: Tokenizer, cache: Path, kind: str, meta_name: str
+) -> tuple[dict, torch.dtype, dict | None]:
+    """The data's fingerprint, its token dtype and the cached metadata if it still matches."""
+    cache.mkdir(parents=True, exist_ok=True)
+    fingerprint = {**_fingerprint(files, tok), "kind": kind}
+    return fingerprint, token_dtype(tok.vocab_size), _cached(cache / meta_name, fingerprint)
+
+
 def prepare_stream(files: list[Path], tok: Tokenizer, cache: Path) -> TokenStream:
     """Tokenise the files once into cache/tokens.bin (reused while files and tokenizer match)."""
-    cache.mkdir(parents=True, exist_ok=True)
-    fingerprint = {**_fingerprint(files, tok), "kind": "stream"}
-    dtype = token_dtype(tok.vocab_size)
-    meta = _cached(cache / "tokens.json", fingerprint)
+    fingerprint, dtype, meta = _cache_state(files, tok, cache, "stream", "tokens.json")
     if meta is None:
         tmp = cache / f"tokens.bin.{os.getpid()}.tmp"
         writer = TokenWriter(tmp, dtype)
@@ -203,10 +209,7 @@ def prepare_stream(files: list[Path], tok: Tokenizer, cache: Path) -> TokenStrea
 
 def prepare_pairs(files: list[Path], tok: Tokenizer, cache: Path) -> PairData:
     """Tokenise TSV lines `source<TAB>target` once into cache/{src,tgt}.bin with offsets."""
-    cache.mkdir(parents=True, exist_ok=True)
-    fingerprint = {**_fingerprint(files, tok), "kind": "pairs"}
-    dtype = token_dtype(tok.vocab_size)
-    meta = _cached(cache / "pairs.json", fingerprint)
+    fingerprint, dtype, meta = _cache_state(files, tok, cache, "pairs", "pairs.json")
     if meta is None:
         meta = _write_pairs(files, tok, cache, dtype)
         meta["fingerprint"] = fingerprint
