@@ -65,11 +65,11 @@ def from_hf(
     model_type = config["model_type"]
     converter = reg.converter(model_type)
     src = TensorSource(read_safetensors(d), str(d))
-    if isinstance(converter, Converter) and converter.tasks:  # a task may show in the tensors
-        spec_data = converter.to_spec(config, src.names())
-    else:  # a duck-typed converter of the first contract
-        spec_data = converter.to_spec(config)
     try:
+        if isinstance(converter, Converter) and converter.tasks:  # a task may show in tensors
+            spec_data = converter.to_spec(config, src.names())
+        else:  # a duck-typed converter of the first contract
+            spec_data = converter.to_spec(config)
         spec = load_spec(spec_data, registry=reg)
     except SpecError as exc:  # name the file the bad values came from
         raise ConversionError(f"{d / 'config.json'}: describes an invalid model:\n{exc}") from None
