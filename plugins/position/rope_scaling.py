@@ -114,8 +114,7 @@ def dynamic_inv_freq(cfg: Any, rot_dim: int, max_len: int, seq_len: Tensor) -> T
     """Dynamic NTK: the base grows with the sequence once it passes max_len; seq_len is 0-d."""
     seq = seq_len.clamp(min=max_len).to(torch.float32)
     base = cfg.base * ((cfg.factor * seq / max_len) - (cfg.factor - 1)) ** (rot_dim / (rot_dim - 2))
-    exponent = torch.arange(0, rot_dim, 2, device=seq_len.device, dtype=torch.float32) / rot_dim
-    return 1.0 / (base**exponent)
+    return plain_inv_freq(rot_dim, base, seq_len.device)
 
 
 def scaled_inv_freq(
