@@ -9,6 +9,9 @@ from torch import Tensor
 class LayerCache:
     """Keys and values of one self-attention layer: (B, Hkv, capacity, hd).
 
+    Values may have their own (heads, width) (`value_shape`): a latent attention stores its
+    compressed latent as the keys and its shared rotary key as the values.
+
     Without a window, keys are stored in order and `append` returns all of them. With a
     `window`, the layer keeps only the newest `window` keys in a ring buffer (`index` is each
     slot's sequence index, -1 when empty; `valid` is False for padding) and uses `extend`.
@@ -24,10 +27,11 @@ class LayerCache:
         window: int | None,
         dtype: torch.dtype,
         device: torch.device,
+        value_shape: tuple[int, int] | None = None,
     ) -> None:
-        shape = (batch, n_kv_heads, capacity, head_dim)
-        self.k = torch.zeros(shape, dtype=dtype, device=device)
-        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        v_heads, v_dim = value_shape or (n_kv_heads, head_dim)
+        self.k = torch.zeros(batch, n_kv_heads, capacity, head_dim, dtype=dtype, device=device)
+        self.v = torch.zeros(batch, v_heads, capacity, v_dim, dtype=dtype, device=device)
         self.window = window
         self.capacity = capacity
         self.length = 0  # tokens seen so far (may exceed capacity with a window)
@@ -144,7 +148,7 @@ class KVCache:
 
     def memory_bytes(self) -> int:
         """Bytes held by key/value buffers."""
-        total = sum(c.k.numel() * c.k.element_size() * 2 for c in self.layers)
+        total = sum((c.k.numel() + c.v.numel()) * c.k.element_size() for c in self.layers)
         for c in self.cross or []:
             if c.k is not None:
                 total += c.k.numel() * c.k.element_size() * 2

@@ -221,10 +221,19 @@ class Attention(Component):
         """(n_kv_heads, head_dim, window) of the keys this layer caches; window None = all."""
         raise NotImplementedError(f"attention {self.name!r} does not support a KV cache")
 
+    def cache_shapes(self) -> tuple[tuple[int, int], tuple[int, int], int | None]:
+        """((heads, width) of the cached keys, (heads, width) of the values, window).
+
+        By default keys and values of `cache_layout`; a latent attention overrides this to
+        cache its latent and its rotary key instead (and need not define cache_layout).
+        """
+        n_kv, head_dim, window = self.cache_layout()
+        return (n_kv, head_dim), (n_kv, head_dim), window
+
     def cache_width(self) -> tuple[int, int | None]:
         """(numbers cached per token, window or None); a latent attention reports its latent."""
-        n_kv, head_dim, window = self.cache_layout()
-        return 2 * n_kv * head_dim, window
+        (hk, dk), (hv, dv), window = self.cache_shapes()
+        return hk * dk + hv * dv, window
 
     def keys_per_query(self, context: int, causal: bool) -> float:
         """Keys a query attends to at `context` tokens (the last query when causal)."""

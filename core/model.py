@@ -166,11 +166,18 @@ class Stack(nn.Module):
         ref = next(self.parameters())
         layers = []
         for i in self.layer_map:
-            n_kv, head_dim, window = self.blocks[i].attention.cache_layout()
+            (n_kv, head_dim), values, window = self.blocks[i].attention.cache_shapes()
             size = capacity if window is None else min(capacity, window)
             layers.append(
                 LayerCache(
-                    batch, n_kv, head_dim, size, window=window, dtype=ref.dtype, device=ref.device
+                    batch,
+                    n_kv,
+                    head_dim,
+                    size,
+                    window=window,
+                    dtype=ref.dtype,
+                    device=ref.device,
+                    value_shape=values,
                 )
             )
         crosses = [CrossCache() for _ in self.layer_map] if cross else None

@@ -12,6 +12,7 @@ from .attention.fixed import FixedAttention
 from .attention.local import LocalAttention
 from .attention.longformer import LongformerAttention
 from .attention.mha import MultiHeadAttention
+from .attention.mla import MultiHeadLatentAttention
 from .attention.strided import StridedAttention
 from .block.parallel import ParallelBlock
 from .block.post_ln import PostLNBlock
@@ -75,6 +76,7 @@ BUILTIN_COMPONENTS = (
     BlockSparseAttention,
     BigBirdAttention,
     LongformerAttention,
+    MultiHeadLatentAttention,
     LayerNorm,
     RMSNorm,
     PostLNBlock,
