@@ -106,6 +106,32 @@ class HeadsInterleaved(Transform):
         return [t.transpose(0, 1).reshape(-1, *rest)]  # (H * 3 * hd, ...)
 
 
+class KVGrouped(Transform):
+    """Fused rows grouped per key/value head [g: q_1 .. q_r | k_g | v_g] (Falcon) <-> [q | k | v]
+    blocks; with one kv head it is the plain [q | k | v], with one per head BLOOM's layout."""
+
+    @staticmethod
+    def _heads(ctx: dict[str, Any]) -> tuple[int, int]:
+        attention = ctx.get("attention")
+        kv = attention.get("n_kv_heads") if isinstance(attention, dict) else None
+        return ctx["n_heads"], kv or ctx["n_heads"]
+
+    def forward(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        t, (heads, kv) = ts[0], self._heads(ctx)
+        rest, hd = t.shape[1:], t.shape[0] // (heads + 2 * kv)
+        g = t.reshape(kv, heads // kv + 2, hd, *rest)  # (Hkv, r + 2, hd, ...)
+        q, k, v = g[:, :-2], g[:, -2], g[:, -1]  # (Hkv, r, hd, ...), (Hkv, hd, ...) twice
+        return [torch.cat([x.reshape(-1, *rest) for x in (q, k, v)])]  # ((H + 2 Hkv) hd, ...)
+
+    def inverse(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        t, (heads, kv) = ts[0], self._heads(ctx)
+        rest, hd = t.shape[1:], t.shape[0] // (heads + 2 * kv)
+        q, k, v = t.split([heads * hd, kv * hd, kv * hd])
+        groups = [q.reshape(kv, heads // kv, hd, *rest)]  # (Hkv, r, hd, ...)
+        groups += [x.reshape(kv, 1, hd, *rest) for x in (k, v)]  # (Hkv, 1, hd, ...)
+        return [torch.cat(groups, dim=1).reshape(-1, *rest)]  # (Hkv (r + 2) hd, ...)
+
+
 class RotaryInterleaved(Transform):
     """q/k rows rotated in adjacent pairs (x0, x1), (x2, x3) (Meta's layout) <-> rotate-half
     order (first half, second half of each head), the layout archzoo's rotary uses."""
@@ -160,6 +186,7 @@ def named(name: str | None, n_hf: int, n_zoo: int) -> Transform:
         "fuse": lambda: Fuse(n_hf),
         "split": lambda: Reversed(Fuse(n_zoo)),
         "heads_interleaved": HeadsInterleaved,
+        "kv_grouped": KVGrouped,
         "rotary_interleaved": RotaryInterleaved,
         "flatten": Flatten,
     }

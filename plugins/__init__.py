@@ -23,6 +23,7 @@ from .converters.albert import AlbertConverter
 from .converters.bart import BartConverter
 from .converters.bert import BertConverter, RobertaConverter
 from .converters.bloom import BloomConverter
+from .converters.falcon import FalconConverter
 from .converters.gemma import GemmaConverter
 from .converters.gpt2 import GPT2Converter
 from .converters.gpt_neo import GPTNeoConverter
@@ -118,6 +119,7 @@ BUILTIN_CONVERTERS = (
     Qwen3Converter(),
     Qwen3MoeConverter(),
     Olmo2Converter(),
+    FalconConverter(),
 )
 
 

@@ -125,6 +125,26 @@ PUBLISHED: dict[str, tuple[str, dict]] = {
             no_rope_layer_interval=4,
         ),
     ),
+    "falcon-7b": (
+        "FalconConfig",
+        dict(
+            vocab_size=65024,
+            hidden_size=4544,
+            num_hidden_layers=32,
+            num_attention_heads=71,
+            new_decoder_architecture=False,
+            multi_query=True,
+            parallel_attn=True,
+            alibi=False,
+            bias=False,
+            layer_norm_epsilon=1e-5,
+            max_position_embeddings=2048,
+            rope_parameters={**ROPE, "rope_theta": 10000.0},
+            tie_word_embeddings=True,
+            bos_token_id=11,
+            eos_token_id=11,
+        ),
+    ),
 }
 
 CAUSAL_LM = {
@@ -135,4 +155,5 @@ CAUSAL_LM = {
     "Olmo2Config": "Olmo2ForCausalLM",
     "GemmaConfig": "GemmaForCausalLM",
     "SmolLM3Config": "SmolLM3ForCausalLM",
+    "FalconConfig": "FalconForCausalLM",
 }

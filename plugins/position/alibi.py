@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from archzoo.component import Capabilities
+from archzoo.component import Capabilities, param
 from archzoo.interfaces import Position
 
 
@@ -30,10 +31,16 @@ class AlibiPosition(Position):
     summary = "no embeddings; subtract slope_h * |i - j| from the attention scores"
     capabilities = Capabilities(bias=True)
 
+    @dataclass
+    class Config:
+        scaled: bool = param(
+            False, "multiply the bias by the score scale, as Falcon adds it before scaling"
+        )
+
     def prepare(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         slopes = torch.tensor(alibi_slopes(self.dims.n_heads), device=q_pos.device)
         dist = (q_pos[:, :, None] - k_pos[:, None, :]).abs().to(torch.float32)  # (B, Tq, Tk)
         return -slopes[None, :, None, None] * dist[:, None]  # (B, H, Tq, Tk)
 
     def score_bias(self, state: Any, q: Tensor, k: Tensor, scale: float) -> Tensor:
-        return state
+        return state * scale if self.cfg.scaled else state

@@ -1,0 +1,124 @@
+"""Falcon: fused q|k|v grouped per key/value head, parallel attention and MLP (one shared
+LayerNorm in the old architecture, two in the new one), rotary or ALiBi, tied head."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from torch import Tensor
+
+from archzoo.converter import (
+    ConversionError,
+    Converter,
+    Field,
+    TensorSource,
+    get,
+    parse_fields,
+    spec_parts,
+)
+from archzoo.hf_tensors import ZooNames
+
+from .common import ACTIVATION, PAD, decoder_tasks, lm_task, table
+from .rope import rope_parameters
+
+LAYERS = """
+    word_embeddings                                 WORD
+    h.{i}.self_attention.query_key_value            QKV     kv_grouped
+    h.{i}.self_attention.dense                      ATTN_OUT
+    h.{i}.mlp.(dense_h_to_4h,dense_4h_to_h)         FC_IN,FC_OUT
+    ln_f                                            FINAL_NORM
+"""
+ONE_NORM = "h.{i}.(input_layernorm,post_attention_layernorm)   ATTN_NORM,FFN_NORM\n"
+TWO_NORMS = "h.{i}.(ln_attn,ln_mlp)   ATTN_NORM,FFN_NORM\n"  # new architecture
+PREFIXES = ("transformer.", "")
+BUFFERS = ("rotary_emb.inv_freq",)
+
+
+def two_norms(spec: dict[str, Any]) -> bool:
+    """Whether a spec's blocks have a norm per branch (ln_attn, ln_mlp)."""
+    block = spec.get("block")
+    return isinstance(block, dict) and block.get("kind") == "parallel" and not block["shared_norm"]
+
+
+class FalconConverter(Converter):
+    model_type = "falcon"
+    hf_prefix = "Falcon"
+    family = "decoder"
+    requires = {"apply_residual_connection_post_layernorm": False}
+    fixed = spec_parts(
+        "embedding: token, norm: layernorm, ffn: mlp", "attention: {kind: mha, fused_qkv: true}"
+    )
+    fields = (
+        *parse_fields(
+            """
+            vocab_size                  vocab_size
+            hidden_size|n_embed         d_model
+            num_hidden_layers|n_layer   n_layers
+            num_attention_heads|n_head  n_heads
+            max_position_embeddings     max_len                     2048
+            hidden_dropout              dropout                     0.0
+            attention_dropout           attention_dropout           0.0
+            bias                        attention.bias,ffn.bias     False
+            layer_norm_epsilon          norm.eps                    1e-5
+            activation                  ffn.activation              gelu    ACTIVATION
+            """,
+            ACTIVATION=ACTIVATION,
+        ),
+        Field("ffn_hidden_size", "d_ff", lambda c: 4 * get(c, "hidden_size|n_embed")),
+        *PAD,
+    )
+    tasks = decoder_tasks("ForCausalLM", lm_task(True))
+    default_task = "ForCausalLM"
+    tensors = table(LAYERS + ONE_NORM, prefixes=PREFIXES, ignore=BUFFERS)
+    two_norm_tensors = table(LAYERS + TWO_NORMS, prefixes=PREFIXES, ignore=BUFFERS)
+
+    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        """Key/value heads, block layout and positions from the architecture flags."""
+        new = bool(config.get("new_decoder_architecture"))
+        parallel = config.get("parallel_attn", True) or new
+        norms = config.get("num_ln_in_parallel_attn") or (2 if new else 1)
+        if new and not config.get("parallel_attn", True):
+            raise ConversionError(
+                "config.json new_decoder_architecture=true with parallel_attn=false is not "
+                "supported (transformers cannot run it either)"
+            )
+        if not new and parallel and norms != 1:
+            raise ConversionError(
+                f"config.json num_ln_in_parallel_attn={norms} needs new_decoder_architecture=true"
+            )
+        heads = spec["n_heads"]
+        if new:
+            kv = get(config, "num_kv_heads|n_head_kv", heads)
+        else:
+            kv = 1 if config.get("multi_query", True) else heads
+        spec["attention"]["n_kv_heads"] = int(kv)
+        spec["block"] = {"kind": "parallel", "shared_norm": norms == 1} if parallel else "pre_ln"
+        if config.get("alibi"):
+            spec["position"] = {"kind": "alibi", "scaled": True}  # added before the 1/sqrt(hd)
+        else:
+            spec["position"] = {"kind": "rotary", **rope_parameters(config)}
+
+    def _for(self, spec: dict[str, Any]) -> Converter:
+        """This converter with the norm names the model's blocks have."""
+        if not two_norms(spec):
+            return self
+        variant = copy.copy(self)
+        variant.tensors = self.two_norm_tensors  # type: ignore[misc]
+        return variant
+
+    def import_state(
+        self, src: TensorSource, config: dict[str, Any], names: ZooNames, ctx: dict[str, Any]
+    ) -> dict[str, Tensor]:
+        return Converter.import_state(self._for(ctx), src, config, names, ctx)
+
+    def export_state(
+        self,
+        state: Mapping[str, Tensor],
+        names: ZooNames,
+        ctx: dict[str, Any],
+        prefix: str | None = None,
+        task: str | None = None,
+    ) -> dict[str, Tensor]:
+        return Converter.export_state(self._for(ctx), state, names, ctx, prefix, task)

@@ -1,0 +1,158 @@
+"""Falcon, StableLM, Phi-3 and MPT imported from tiny random checkpoints (each variant of the
+architecture flags): logits, loss, headless hidden states and greedy generation equal
+transformers', and the converter table maps the archzoo tensors back to the saved ones."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers as hf
+from hf_util import V, max_diff_unpadded, padded_batch, perturb, save_hf
+
+import archzoo
+
+TINY = dict(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4)
+FALCON = dict(TINY, max_position_embeddings=64)
+
+# case -> (transformers class prefix, config keyword arguments)
+CASES: dict[str, tuple[str, dict]] = {
+    "falcon-new": (  # two LayerNorms per block, grouped q|k|v with 2 kv heads, no biases
+        "Falcon",
+        dict(FALCON, new_decoder_architecture=True, num_kv_heads=2, bias=False),
+    ),
+    "falcon-new-one-norm": (
+        "Falcon",
+        dict(FALCON, new_decoder_architecture=True, num_kv_heads=2, num_ln_in_parallel_attn=1),
+    ),
+    "falcon-mqa": (  # old architecture: multi-query, parallel attention, one LayerNorm, biases
+        "Falcon",
+        dict(FALCON, multi_query=True, parallel_attn=True, bias=True, ffn_hidden_size=48),
+    ),
+    "falcon-sequential": (  # old architecture, per-head q|k|v, attention then MLP
+        "Falcon",
+        dict(FALCON, multi_query=False, parallel_attn=False, bias=True),
+    ),
+    "falcon-alibi": (
+        "Falcon",
+        dict(FALCON, alibi=True, multi_query=False, parallel_attn=True, bias=True),
+    ),
+}
+
+
+def hf_model(name: str, suffix: str = "ForCausalLM") -> torch.nn.Module:
+    prefix, kwargs = CASES[name]
+    config = getattr(hf, prefix + "Config")(**kwargs)
+    torch.manual_seed(0)
+    model = getattr(hf, prefix + suffix)(config)
+    perturb(model, scale=0.1)
+    return model.eval()
+
+
+def imported(tmp_path, name: str, suffix: str = "ForCausalLM"):
+    ref = hf_model(name, suffix)
+    return ref, archzoo.from_hf(save_hf(ref, tmp_path / name))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_logits_and_loss_equal_transformers(tmp_path, name):
+    ref, ours = imported(tmp_path, name)
+    ids, mask = padded_batch(V)
+    labels = ids.masked_fill(mask == 0, -100)
+    with torch.no_grad():
+        want = ref(input_ids=ids, attention_mask=mask, labels=labels)
+        got = ours(ids, attention_mask=mask, labels=labels)
+    assert max_diff_unpadded(got.logits, want.logits, mask) <= 1e-4
+    assert abs(got.loss.item() - want.loss.item()) <= 1e-5
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_headless_model_gives_the_hidden_states(tmp_path, name):
+    ref, ours = imported(tmp_path, name, "Model")
+    assert ours.spec.data["head"]["kind"] == "none"
+    ids, mask = padded_batch(V)
+    with torch.no_grad():
+        want = ref(input_ids=ids, attention_mask=mask).last_hidden_state
+        got = ours(ids, attention_mask=mask).last_hidden_state
+    assert max_diff_unpadded(got, want, mask) <= 1e-4
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_greedy_generation_equals_transformers(tmp_path, name):
+    ref, ours = imported(tmp_path, name)
+    g = torch.Generator().manual_seed(4)
+    single = torch.randint(3, V, (1, 7), generator=g)
+    batch = torch.randint(3, V, (2, 7), generator=g)
+    mask = torch.ones_like(batch)
+    mask[0, :3] = 0  # left padding
+    kwargs = {"max_new_tokens": 20, "do_sample": False, "pad_token_id": 0}
+    assert ours.generate(single, **kwargs).tolist() == ref.generate(single, **kwargs).tolist()
+    want = ref.generate(batch, attention_mask=mask, **kwargs)
+    got = ours.generate(batch, attention_mask=mask, **kwargs)
+    assert got.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_export_round_trip_through_the_table(tmp_path, name):
+    """archzoo tensors -> HF names through the same table equal the checkpoint's tensors."""
+    from safetensors.torch import load_file
+
+    from archzoo.hf_tensors import ZooNames
+
+    ref, ours = imported(tmp_path, name)
+    converter = archzoo.get_registry().converter(ref.config.model_type)
+    back = converter.export_state(ours.state_dict(), ZooNames.of(ours), ours.spec.data)
+    saved = load_file(str(tmp_path / name / "model.safetensors"))
+    assert set(back) == set(saved) - {"lm_head.weight"}  # tied: HF ties it on load
+    for key, value in saved.items():
+        if key in back:
+            assert torch.equal(back[key], value), key
+
+
+def test_falcon_variants_build_the_layouts_they_name(tmp_path):
+    """Each flag lands where it should: kv heads, block, norm sharing, positions."""
+
+    def spec(name: str) -> dict:
+        prefix, kwargs = CASES[name]
+        config = getattr(hf, prefix + "Config")(**kwargs).to_dict()
+        converter = archzoo.get_registry().converter(config["model_type"])
+        return archzoo.load_spec(converter.to_spec(config)).data
+
+    new, one, mqa, seq, alibi = (
+        spec(n)
+        for n in (
+            "falcon-new",
+            "falcon-new-one-norm",
+            "falcon-mqa",
+            "falcon-sequential",
+            "falcon-alibi",
+        )
+    )
+    assert [s["attention"]["n_kv_heads"] for s in (new, mqa, seq)] == [2, 1, 4]
+    assert new["block"] == {"kind": "parallel", "shared_norm": False}
+    assert one["block"] == mqa["block"] == {"kind": "parallel", "shared_norm": True}
+    assert seq["block"] == "pre_ln" or seq["block"]["kind"] == "pre_ln"
+    assert alibi["position"] == {"kind": "alibi", "scaled": True}
+    assert (new["attention"]["bias"], mqa["attention"]["bias"]) == (False, True)
+    assert mqa["d_ff"] == 48 and new["d_ff"] == 128
+
+
+@pytest.mark.parametrize("kv", [1, 2, 4])
+def test_kv_grouped_rows_give_q_k_v_blocks_and_back(kv):
+    """[g: q_1 .. q_r | k_g | v_g] built by hand -> [q | k | v]; the inverse restores it."""
+    from archzoo.hf_transforms import KVGrouped
+
+    heads, hd = 4, 3
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(heads, hd, 5, generator=g)
+    k, v = torch.randn(kv, hd, 5, generator=g), torch.randn(kv, hd, 5, generator=g)
+    r = heads // kv
+    grouped = torch.cat(
+        [torch.cat([q[j * r : (j + 1) * r], k[j : j + 1], v[j : j + 1]]) for j in range(kv)]
+    )
+    ctx = {"n_heads": heads, "attention": {"n_kv_heads": kv}}
+    (got,) = KVGrouped().forward([grouped.reshape(-1, 5)], ctx)
+    assert torch.equal(got, torch.cat([q, k, v]).reshape(-1, 5))
+    (back,) = KVGrouped().inverse([got], ctx)
+    assert torch.equal(back, grouped.reshape(-1, 5))
+    bias = grouped[..., 0].reshape(-1)  # a vector (the bias) takes the same path
+    assert torch.equal(KVGrouped().forward([bias], ctx)[0], got[:, 0])
