@@ -19,6 +19,34 @@ from .plan import stack_role
 from .spec import Spec
 
 
+def flatten_choices(head: str, input_ids: Tensor | None, *others: Tensor | None) -> tuple[Any, ...]:
+    """(B, C), then input_ids and the others of a multiple-choice batch as (B*C, T)."""
+    if input_ids is None or input_ids.dim() != 3:
+        got = None if input_ids is None else tuple(input_ids.shape)
+        raise ValueError(f"head {head!r} takes input_ids of shape (batch, choices, seq), got {got}")
+    B, C, T = input_ids.shape
+    flat = []
+    for name, t in zip(("attention_mask", "token_type_ids", "position_ids"), others, strict=True):
+        if t is not None and tuple(t.shape) != (B, C, T):
+            raise ValueError(
+                f"{name} of shape {tuple(t.shape)} does not match input_ids' {(B, C, T)}"
+            )
+        flat.append(None if t is None else t.reshape(B * C, T))
+    return (B, C), input_ids.reshape(B * C, T), *flat
+
+
+def flatten_inputs(
+    inputs: Mapping[str, Tensor] | None, choices: tuple[int, int]
+) -> Mapping[str, Tensor] | None:
+    """Per-batch attention inputs of (B, C, ...) shape as (B*C, ...), like input_ids."""
+    if not inputs:
+        return inputs
+    return {
+        k: v.flatten(0, 1) if v.dim() > 2 and tuple(v.shape[:2]) == choices else v
+        for k, v in inputs.items()
+    }
+
+
 @dataclass
 class ModelOutput:
     """What a forward pass returns (names follow Hugging Face)."""
@@ -241,6 +269,12 @@ class ZooModel(nn.Module):
             if s is not None and (output_hidden_states or output_attentions)
         }
         enc_out = None
+        choices = None
+        if self.head.capabilities.choices:  # (B, C, T) inputs: the stacks see B*C sequences
+            choices, input_ids, attention_mask, token_type_ids, position_ids = flatten_choices(
+                self.head.name, input_ids, attention_mask, token_type_ids, position_ids
+            )
+            extra["attention_inputs"] = flatten_inputs(attention_inputs, choices)
         reset_aux_losses(self._aux_groups)
         if self.family == "encoder":
             self._check_ids(input_ids, "input_ids")
@@ -291,11 +325,15 @@ class ZooModel(nn.Module):
         if logits_to_keep is not None:
             hidden = hidden[:, -logits_to_keep:]
             mask = None if mask is None else mask[:, -logits_to_keep:]
-        out = self.head(hidden, mask) if return_logits else None  # logits, or HF-named outputs
+        head_hidden = hidden
+        if choices is not None:  # the head sees each example's choices together
+            head_hidden = hidden.view(*choices, *hidden.shape[1:])  # (B, C, T, D)
+            mask = None if mask is None else mask.view(*choices, -1)  # (B, C, T)
+        out = self.head(head_hidden, mask) if return_logits else None  # logits, or HF-named outputs
         named = out if isinstance(out, dict) else {"logits": out}
         loss = None
         if labels is not None and not return_logits:
-            loss = self.head.hidden_loss(hidden, labels, mask)
+            loss = self.head.hidden_loss(head_hidden, labels, mask)
         elif labels is not None:
             if out is None or "pooler_output" in named:
                 raise ValueError(

@@ -44,6 +44,7 @@ from .ffn.moe import MoEFeedForward
 from .head.classifier import ClassifierHead
 from .head.lm import LMHead
 from .head.mlm import MLMHead
+from .head.multiple_choice import MultipleChoiceHead
 from .head.none import NoHead
 from .head.question_answering import QuestionAnsweringHead
 from .head.token_classifier import TokenClassifierHead
@@ -97,6 +98,7 @@ BUILTIN_COMPONENTS = (
     ClassifierHead,
     TokenClassifierHead,
     QuestionAnsweringHead,
+    MultipleChoiceHead,
 )
 
 BUILTIN_CONVERTERS = (

@@ -32,7 +32,8 @@ class HeadOutput:
     """What a head's logits look like and how its labels are drawn."""
 
     per_token: bool  # logits (B, T, n) rather than (B, n)
-    classes: str  # "vocab", "num_labels" (from the head config) or "positions" (a span)
+    classes: str  # "vocab", "num_labels" (from the head config), "positions" (a span) or
+    # "choices" (the batch's rows are one example's choices: inputs (1, BATCH, T))
 
 
 HEAD_OUTPUTS: dict[str, HeadOutput | None] = {
@@ -42,6 +43,7 @@ HEAD_OUTPUTS: dict[str, HeadOutput | None] = {
     "token_classifier": HeadOutput(per_token=True, classes="num_labels"),
     # start_logits / end_logits (B, T); labels (B, 2) start and end positions
     "question_answering": HeadOutput(per_token=True, classes="positions"),
+    "multiple_choice": HeadOutput(per_token=False, classes="choices"),  # logits (1, BATCH)
     "none": None,  # no logits: the loss is a fixed projection of last_hidden_state
 }
 
@@ -81,6 +83,8 @@ def make_labels(head: str, cfg: dict, shape: tuple[int, ...], g: torch.Generator
     out = HEAD_OUTPUTS[head]
     if out.classes == "positions":
         return torch.randint(0, shape[1], (shape[0], 2), generator=g), shape[1]
+    if out.classes == "choices":
+        return torch.randint(0, shape[0], (1,), generator=g), shape[0]
     n = TINY["vocab_size"] if out.classes == "vocab" else cfg["num_labels"]
     return torch.randint(0, n, shape if out.per_token else shape[:1], generator=g), n
 
@@ -113,6 +117,8 @@ def run_tiny(cls: type[Component], family: str) -> None:
         if expected.per_token and expected.classes != "positions" and family != "encoder-decoder":
             labels = labels.masked_fill(src_mask == 0, -100)  # no targets on padding
         kwargs["labels"] = labels
+    if expected is not None and expected.classes == "choices":  # one example, BATCH choices
+        kwargs.update(input_ids=src[None], attention_mask=src_mask[None])
     out = model(**kwargs)
 
     assert out.last_hidden_state.shape == (BATCH, T, TINY["d_model"])
@@ -127,6 +133,8 @@ def run_tiny(cls: type[Component], family: str) -> None:
         loss = (out.last_hidden_state * w).sum()
     else:
         shape = (BATCH, T, n_classes) if expected.per_token else (BATCH, n_classes)
+        if expected.classes == "choices":
+            shape = (1, BATCH)
         logits = out.logits
         if expected.classes == "positions":  # a span: one logit per token for start and end
             shape, logits = (BATCH, T), torch.cat([out.start_logits, out.end_logits])

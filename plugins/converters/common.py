@@ -103,6 +103,9 @@ def encoder_tasks(pooler: str, mlm: Task, sequence: Task | None = None) -> dict[
             "kind: token_classifier", "classifier  CLASSIFIER", labels=True
         ),
         "ForQuestionAnswering": QUESTION_ANSWERING,
+        "ForMultipleChoice": task(
+            "kind: multiple_choice, pooling: cls, pooler: true", "classifier  CLASSIFIER", base=pool
+        ),
     }
 
 

@@ -11,12 +11,13 @@ from torch import Tensor, nn
 from archzoo.component import param
 from archzoo.interfaces import Head
 
+from ..ffn.activations import ACTIVATIONS
 from .pooling import pool
 
 
 class ClassifierHead(Head):
     name = "classifier"
-    summary = "pool the sequence (cls | mean | last), optional dense+tanh pooler, then labels"
+    summary = "pool the sequence (cls | mean | last), optional dense+activation pooler, then labels"
 
     @dataclass
     class Config:
@@ -27,6 +28,9 @@ class ClassifierHead(Head):
             "cls", "which vector represents the sequence"
         )
         pooler: bool = param(True, "dense + tanh on the pooled vector (BERT's pooler)")
+        pooler_activation: Literal["tanh", "relu", "gelu", "gelu_tanh"] = param(
+            "tanh", "the pooler's non-linearity (DistilBERT: relu, ELECTRA: gelu)"
+        )
         dropout: float | None = param(
             None, "dropout before the classifier (null: model dropout)", min=0.0, lt=1.0
         )
@@ -45,7 +49,7 @@ class ClassifierHead(Head):
     def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         x = pool(hidden, attention_mask, self.cfg.pooling)  # (B, D)
         if self.pooler is not None:
-            x = self.pooler(x).tanh()
+            x = ACTIVATIONS[self.cfg.pooler_activation](self.pooler(x))
         return self.classifier(self.dropout(x))  # (B, num_labels)
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:

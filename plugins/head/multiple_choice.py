@@ -1,0 +1,54 @@
+"""Multiple choice: each (example, choice) sequence pooled to one score; softmax over choices."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from archzoo.component import Capabilities, param
+from archzoo.interfaces import Head
+
+from ..ffn.activations import ACTIVATIONS
+from .pooling import pool
+
+
+class MultipleChoiceHead(Head):
+    name = "multiple_choice"
+    summary = "inputs (B, C, T): pool each choice, optional pooler, one logit per choice (B, C)"
+    families = ("encoder",)
+    capabilities = Capabilities(choices=True)
+
+    @dataclass
+    class Config:
+        pooling: Literal["cls", "mean", "last"] = param(
+            "cls", "which vector represents a choice's sequence"
+        )
+        pooler: bool = param(True, "dense + activation on the pooled vector (BERT's pooler)")
+        pooler_activation: Literal["tanh", "relu", "gelu", "gelu_tanh"] = param(
+            "tanh", "the pooler's non-linearity (DistilBERT: relu, ELECTRA: gelu)"
+        )
+        dropout: float | None = param(
+            None, "dropout before the scorer (null: model dropout)", min=0.0, lt=1.0
+        )
+
+    def __init__(self, cfg: Any, dims: Any, **_: Any) -> None:
+        super().__init__(cfg, dims)
+        self.pooler = nn.Linear(dims.d_model, dims.d_model) if cfg.pooler else None
+        self.dropout = nn.Dropout(dims.dropout if cfg.dropout is None else cfg.dropout)
+        self.classifier = nn.Linear(dims.d_model, 1)
+
+    def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        """hidden (B, C, T, D), attention_mask (B, C, T) -> logits (B, C)."""
+        B, C = hidden.shape[:2]
+        flat_mask = None if attention_mask is None else attention_mask.flatten(0, 1)
+        x = pool(hidden.flatten(0, 1), flat_mask, self.cfg.pooling)  # (B*C, D)
+        if self.pooler is not None:
+            x = ACTIVATIONS[self.cfg.pooler_activation](self.pooler(x))
+        return self.classifier(self.dropout(x)).view(B, C)  # (B, C)
+
+    def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
+        """Cross-entropy over the choices; labels (B,) hold the right choice (-100: ignored)."""
+        return F.cross_entropy(logits.float(), labels.view(-1).to(logits.device))
