@@ -39,8 +39,9 @@ class Dims:
 class Embedding(Component):
     """Token (+ segment) ids to vectors of size d_model; adds position vectors it is given.
 
-    The word table and the position vectors are `embed_width` wide; an embedding whose
-    width is not d_model (ALBERT's factorized one) projects its sum up to d_model.
+    The word table is `embed_width` wide and the position vectors `position_width` (the
+    same unless the embedding says otherwise); an embedding whose width is not d_model
+    (ALBERT's factorized one) projects up to d_model.
     """
 
     kind: ClassVar[str] = "embedding"
@@ -49,6 +50,11 @@ class Embedding(Component):
     def embed_width(cls, cfg: Any, dims: Dims) -> int:
         """Width of the word table and of the position vectors added to it (d_model here)."""
         return dims.d_model
+
+    @classmethod
+    def position_width(cls, cfg: Any, dims: Dims) -> int:
+        """Width of the position vectors it adds (embed_width unless they join after a projection)."""
+        return cls.embed_width(cfg, dims)
 
     def word_weight(self) -> nn.Parameter:
         """The (vocab, embed_width) token table an LM head may tie to."""
@@ -74,7 +80,7 @@ class Position(Component):
     One instance per stack; `causal` says whether the stack is causal (T5's buckets differ).
     `prepare` runs once per forward with explicit positions; its result is handed to every
     attention layer of the stack. The builder passes dims whose d_model is the stack
-    embedding's `embed_width`, so embedded vectors fit the word table.
+    embedding's `position_width`, so embedded vectors fit where they are added.
     """
 
     kind: ClassVar[str] = "position"

@@ -113,7 +113,7 @@ class StackPlan:
     role: StackRole
     config: dict[str, Any]  # effective keys: the top level with the stack's section on top
     dims: Dims
-    position_dims: Dims  # d_model is the embedding's `embed_width`
+    position_dims: Dims  # d_model is the embedding's `position_width`
     embedding: Part
     position: Part
     sharing: Part
@@ -200,7 +200,7 @@ def make_stack(data: dict[str, Any], role: StackRole, reg: Registry) -> StackPla
     cfg = stack_config(data, role.which)
     dims = stack_dims(cfg)
     embedding = part(reg, "embedding", cfg["embedding"])
-    width = embedding.cls.embed_width(embedding.config, dims)
+    width = embedding.cls.position_width(embedding.config, dims)
     pos_dims = dims if width == dims.d_model else dataclasses.replace(dims, d_model=width)
     layers = layer_plans(cfg, reg)
     sharing = part(reg, "sharing", cfg["sharing"])

@@ -33,6 +33,7 @@ from .converters.mistral import MistralConverter
 from .converters.mixtral import MixtralConverter
 from .converters.olmo2 import Olmo2Converter
 from .converters.openai_gpt import OpenAIGPTConverter
+from .converters.opt import OPTConverter
 from .converters.qwen import Qwen2Converter, Qwen3Converter, Qwen3MoeConverter
 from .converters.smollm3 import SmolLM3Converter
 from .converters.t5 import T5Converter
@@ -122,6 +123,7 @@ BUILTIN_CONVERTERS = (
     Qwen3MoeConverter(),
     Olmo2Converter(),
     FalconConverter(),
+    OPTConverter(),
 )
 
 

@@ -145,6 +145,26 @@ PUBLISHED: dict[str, tuple[str, dict]] = {
             eos_token_id=11,
         ),
     ),
+    "opt-125m": (
+        "OPTConfig",
+        dict(
+            vocab_size=50272,
+            hidden_size=768,
+            num_hidden_layers=12,
+            num_attention_heads=12,
+            ffn_dim=3072,
+            max_position_embeddings=2048,
+            do_layer_norm_before=True,
+            word_embed_proj_dim=768,
+            activation_function="relu",
+            dropout=0.1,
+            attention_dropout=0.0,
+            pad_token_id=1,
+            bos_token_id=2,
+            eos_token_id=2,
+            tie_word_embeddings=True,
+        ),
+    ),
 }
 
 CAUSAL_LM = {
@@ -156,4 +176,5 @@ CAUSAL_LM = {
     "GemmaConfig": "GemmaForCausalLM",
     "SmolLM3Config": "SmolLM3ForCausalLM",
     "FalconConfig": "FalconForCausalLM",
+    "OPTConfig": "OPTForCausalLM",
 }

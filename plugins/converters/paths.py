@@ -33,6 +33,7 @@ SHARED_GATE = BLOCK + "ffn.shared_gate"  # moe: sigmoid gate of the shared exper
 
 LM_PROJ = "head.proj"  # lm: the output projection (tied or not)
 LM_FIXED_BIAS = "head.fixed_bias"  # lm: a bias buffer (BART)
+LM_DOWN = "head.down"  # lm: d_model -> E before a tied E-wide table (OPT's project_out)
 MLM_DENSE, MLM_NORM = "head.dense", "head.norm"  # mlm: the transform
 MLM_DECODER = "head.decoder"  # mlm: the vocabulary projection
 MLM_BIAS = "head.bias"  # mlm: a tensor (the decoder bias under a second name), not a module

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from torch import Tensor, nn
 
@@ -32,14 +32,22 @@ class FactorizedEmbedding(TokenEmbedding):
         dropout: float | None = param(
             None, "dropout before the projection (null: model dropout)", min=0.0, lt=1.0
         )
+        project_bias: bool = param(True, "a bias on the E -> d_model projection (OPT: none)")
+        positions: Literal["before", "after"] = param(
+            "before", "positions join the E-wide sum (ALBERT) or the projected d_model one (OPT)"
+        )
 
     @classmethod
     def embed_width(cls, cfg: Any, dims: Dims) -> int:
         return cfg.embedding_size
 
+    @classmethod
+    def position_width(cls, cfg: Any, dims: Dims) -> int:
+        return cfg.embedding_size if cfg.positions == "before" else dims.d_model
+
     def __init__(self, cfg: Any, dims: Any, *, make_norm: NormFactory) -> None:
         super().__init__(cfg, dims, make_norm=make_norm)
-        self.project = nn.Linear(cfg.embedding_size, dims.d_model)
+        self.project = nn.Linear(cfg.embedding_size, dims.d_model, bias=cfg.project_bias)
 
     def forward(
         self,
@@ -47,6 +55,11 @@ class FactorizedEmbedding(TokenEmbedding):
         token_type_ids: Tensor | None = None,
         position_embeds: Tensor | None = None,
     ) -> Tensor:
+        if self.cfg.positions == "after":  # positions are d_model wide: added once projected
+            x = self.project(self.embed(input_ids, token_type_ids, None))  # (B, T, d_model)
+            if position_embeds is not None:
+                x = x + position_embeds.to(x.dtype)
+            return self.dropout(x)
         # the builder sizes positions to E, so they join the E-wide sum before the projection
         x = self.embed(input_ids, token_type_ids, position_embeds)  # (B, T, E)
         return self.project(self.dropout(x))  # (B, T, d_model)

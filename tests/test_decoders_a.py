@@ -1,0 +1,143 @@
+"""Decoders of the GPT branch (OPT, GPTBigCode, StarCoder2, GPT-J, CTRL, GPT-1) imported from tiny
+random transformers checkpoints: logits, loss, greedy generation with the KV cache and the
+headless base model's hidden states equal transformers'."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import transformers as hf
+from click.testing import CliRunner
+from hf_util import V, max_diff_unpadded, padded_batch, perturb, save_hf
+
+import archzoo
+from archzoo.cli.main import main
+from archzoo.converter import ConversionError
+
+# case -> (HF class prefix, causal-LM suffix, config keyword arguments)
+CASES: dict[str, tuple[str, str, dict]] = {
+    "opt": (
+        "OPT",
+        "ForCausalLM",
+        dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, ffn_dim=64),
+    ),
+    "opt_350m_layout": (  # post-LN, no final norm, 16-wide token table projected in and out
+        "OPT",
+        "ForCausalLM",
+        dict(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            ffn_dim=64,
+            word_embed_proj_dim=16,
+            do_layer_norm_before=False,
+        ),
+    ),
+}
+
+
+def make(case: str, suffix: str | None = None, **overrides) -> torch.nn.Module:
+    """A perturbed tiny HF model of `case` (its causal LM unless `suffix` names another class)."""
+    prefix, lm, sizes = CASES[case]
+    config = getattr(hf, prefix + "Config")(
+        **{"vocab_size": V, "max_position_embeddings": 64, **sizes, **overrides}
+    )
+    torch.manual_seed(0)
+    model = getattr(hf, prefix + (suffix or lm))(config)
+    perturb(model, scale=0.1)
+    return model.eval()
+
+
+def imported(tmp_path, case: str, suffix: str | None = None):
+    ref = make(case, suffix)
+    return ref, archzoo.from_hf(save_hf(ref, tmp_path / case))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_logits_and_loss_equal_transformers(tmp_path, case):
+    ref, ours = imported(tmp_path, case)
+    ids, mask = padded_batch(V)
+    labels = ids.masked_fill(mask == 0, -100)
+    with torch.no_grad():
+        want = ref(input_ids=ids, attention_mask=mask, labels=labels)
+        got = ours(ids, attention_mask=mask, labels=labels)
+    assert max_diff_unpadded(got.logits, want.logits, mask) <= 1e-4
+    assert abs(got.loss.item() - want.loss.item()) <= 1e-5
+    assert ours.num_parameters() == sum(p.numel() for p in ref.parameters())
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_greedy_generation_equals_transformers(tmp_path, case):
+    ref, ours = imported(tmp_path, case)
+    assert ours.supports_cache()
+    g = torch.Generator().manual_seed(4)
+    single = torch.randint(3, V, (1, 7), generator=g)
+    batch = torch.randint(3, V, (2, 7), generator=g)
+    mask = torch.ones_like(batch)
+    mask[0, :3] = 0  # left padding
+    kwargs = {"max_new_tokens": 20, "do_sample": False, "pad_token_id": 0}
+    assert ours.generate(single, **kwargs).tolist() == ref.generate(single, **kwargs).tolist()
+    want = ref.generate(batch, attention_mask=mask, **kwargs)
+    got = ours.generate(batch, attention_mask=mask, use_cache=True, **kwargs)
+    assert got.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("case", sorted(c for c in CASES if c != "opt_350m_layout"))
+def test_base_model_gives_hf_last_hidden_state(tmp_path, case):
+    ref, ours = imported(tmp_path, case, "Model")
+    assert ours.spec.data["head"]["kind"] == "none"
+    ids, mask = padded_batch(V)
+    with torch.no_grad():
+        want = ref(input_ids=ids, attention_mask=mask).last_hidden_state
+        got = ours(ids, attention_mask=mask).last_hidden_state
+    assert max_diff_unpadded(got, want, mask) <= 1e-4
+    assert ours.num_parameters() == sum(p.numel() for p in ref.parameters())
+
+
+def test_opt_projected_table_without_the_lm_head_is_refused(tmp_path):
+    ref = make("opt_350m_layout", "Model")
+    with pytest.raises(ConversionError, match="word_embed_proj_dim=16 != hidden_size=32"):
+        archzoo.from_hf(save_hf(ref, tmp_path / "opt"))
+
+
+def test_opt_350m_layout_is_post_ln_with_a_projected_table(tmp_path):
+    _, ours = imported(tmp_path, "opt_350m_layout")
+    spec = ours.spec.data
+    assert spec["block"] == {"kind": "post_ln"} and ours.decoder.final_norm is None
+    assert spec["embedding"]["kind"] == "factorized"
+    assert tuple(ours.decoder.position.table.weight.shape) == (64 + 2, 32)  # d_model wide
+    assert tuple(ours.head.down.weight.shape) == (16, 32)  # project_out
+
+
+def test_zoo_import_of_each_type(tmp_path):
+    for case in sorted(CASES):
+        ref = make(case)
+        directory = save_hf(ref, tmp_path / case)
+        out = tmp_path / f"{case}.safetensors"
+        result = CliRunner().invoke(main, ["import", str(directory), "--out", str(out), "--json"])
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.output)
+        assert report["family"] == "decoder"
+        assert report["params"] == sum(p.numel() for p in ref.parameters())
+        ids, mask = padded_batch(V)
+        with torch.no_grad():
+            got, want = archzoo.load(out)(ids).logits, ref(input_ids=ids).logits
+        assert (got - want).abs().max().item() <= 1e-4, case
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_table_exports_the_checkpoint_tensors(tmp_path, case):
+    """The same table maps back: archzoo tensors under HF names equal the saved ones."""
+    from safetensors.torch import load_file
+
+    from archzoo.hf_tensors import ZooNames
+
+    ref, ours = imported(tmp_path, case)
+    converter = archzoo.get_registry().converter(ref.config.model_type)
+    back = converter.export_state(ours.state_dict(), ZooNames.of(ours), ours.spec.data)
+    saved = load_file(str(tmp_path / case / "model.safetensors"))
+    assert set(saved) <= set(back)
+    for key, value in saved.items():
+        assert torch.equal(back[key], value), (case, key)
