@@ -27,11 +27,14 @@ def attention_probs(
     scale: float,
     bias: Tensor | None = None,
     keep: Tensor | None = None,
+    sinks: Tensor | None = None,
 ) -> Tensor:
     """Probabilities (B, H, Tq, Tk) of q (B, H, Tq, hd) over k (B, Hkv, Tk, hd).
 
     `bias` is an additive score term (broadcast to (B, H, Tq, Tk)); `keep` a further bool
-    mask (a sparse pattern). Masked keys get exactly 0, and a query with no key a row of 0.
+    mask (a sparse pattern); `sinks` (H,) per-head logits that join each denominator (the
+    row then sums to less than 1). Masked keys get exactly 0, and a query with no key a row
+    of 0.
     """
     H, Hkv, Tq, Tk = q.shape[1], k.shape[1], q.shape[2], k.shape[2]
     if Hkv != H:
@@ -44,7 +47,11 @@ def attention_probs(
         allowed = keep if allowed is None else allowed & keep
     if allowed is not None:
         scores = scores.masked_fill(~allowed, float("-inf"))
-    probs = scores.softmax(-1)
+    if sinks is None:
+        probs = scores.softmax(-1)
+    else:  # softmax over [scores | sink], the sink column dropped
+        sink = sinks.float().view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)
+        probs = torch.cat([scores, sink], dim=-1).softmax(-1)[..., :-1]
     if allowed is not None:
         probs = probs.masked_fill(~allowed.any(-1, keepdim=True), 0.0)  # rows with no key
     return probs.to(q.dtype)

@@ -265,14 +265,18 @@ class Attention(Component):
         bias: Tensor | None = None,
         keep: Tensor | None = None,
         probs: Tensor | None = None,
+        sinks: Tensor | None = None,
     ) -> None:
         """When `ctx.want_probs`, store the probabilities (B, H, Tq, Tk) in `ctx.probs`: the
-        given `probs`, or the core's recomputation from q, k, the mask, bias and `keep`."""
+        given `probs`, or the core's recomputation from q, k, the mask, bias, `keep` and
+        per-head sink logits `sinks` (H,)."""
         if ctx.want_probs:
             ctx.probs = (
                 probs
                 if probs is not None
-                else _probs.attention_probs(q, k, ctx.mask, scale=scale, bias=bias, keep=keep)
+                else _probs.attention_probs(
+                    q, k, ctx.mask, scale=scale, bias=bias, keep=keep, sinks=sinks
+                )
             )
 
     def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:

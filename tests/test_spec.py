@@ -37,6 +37,7 @@ def test_resolved_spec_has_every_default_explicit():
         "scale": None,
         "use_position": True,  # added with SmolLM3's NoPE layers
         "qk_norm": "none",  # added with Qwen3 / OLMo 2
+        "sinks": False,  # added with GPT-OSS
     }
     assert spec.data["sharing"] == {"kind": "none"}
     assert spec.data["init_std"] == 0.02

@@ -72,10 +72,14 @@ class LocalAttention(SparseAttention):
         keep = (key_index[None] <= q_index) & (key_index[None] > q_index - self.cfg.window)
         keep = keep & (key_index[None] >= 0)  # (Tq, S)
         keep = keep[None] & key_valid[:, None, :]  # (B, Tq, S)
-        out = masked_sdpa(q, keys, values, keep[:, None], scale=self.scale)  # (B, H, Tq, hd)
+        out = masked_sdpa(
+            q, keys, values, keep[:, None], scale=self.scale, sinks=self.sinks
+        )  # (B, H, Tq, hd)
         if ctx.want_probs:  # over the window's keys, scattered to their sequence positions
             scale = self.scale if self.scale is not None else self.head_dim**-0.5
-            probs = attention_probs(q, keys, None, scale=scale, keep=keep[:, None])
+            probs = attention_probs(
+                q, keys, None, scale=scale, keep=keep[:, None], sinks=self.sinks
+            )
             self.record_probs(
                 ctx, q, keys, scale=scale, probs=scatter_keys(probs, key_index, ctx.mask.k_len)
             )

@@ -12,6 +12,8 @@ from torch import Tensor, nn
 from archzoo.component import Capabilities, param
 from archzoo.interfaces import Attention, AttentionContext, NormFactory
 
+from .sinks import sink_attention, softmax_with_sinks
+
 
 class MultiHeadAttention(Attention):
     name = "mha"
@@ -30,6 +32,9 @@ class MultiHeadAttention(Attention):
         )
         qk_norm: Literal["none", "head", "full"] = param(
             "none", "normalise q and k with the spec's norm: per head (Qwen3) or whole (OLMo 2)"
+        )
+        sinks: bool = param(
+            False, "a learned logit per head in every softmax denominator, no value (GPT-OSS)"
         )
 
     def __init__(
@@ -62,6 +67,7 @@ class MultiHeadAttention(Attention):
             per_head = cfg.qk_norm == "head"
             self.q_norm = make_norm(dims.head_dim if per_head else q_dim)
             self.k_norm = make_norm(dims.head_dim if per_head else kv_dim)
+        self.sinks = nn.Parameter(torch.zeros(dims.n_heads)) if cfg.sinks else None  # (H,)
 
     @classmethod
     def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
@@ -142,6 +148,18 @@ class MultiHeadAttention(Attention):
             bias = ctx.position.score_bias(ctx.position_state, q, k, scale)
         if ctx.position is not None and ctx.position.capabilities.values:
             out = self._attend_with_probs(q, k, v, ctx, bias)
+        elif self.sinks is not None:
+            self.record_probs(ctx, q, k, scale=scale, bias=bias, sinks=self.sinks)
+            out = sink_attention(
+                q,
+                k,
+                v,
+                ctx.mask,
+                self.sinks,
+                bias=bias,
+                scale=self.scale,
+                dropout_p=self.dropout if self.training else 0.0,
+            )  # (B, H, Tq, hd)
         else:
             self.record_probs(ctx, q, k, scale=scale, bias=bias)  # only when asked
             out = F.scaled_dot_product_attention(
@@ -171,7 +189,7 @@ class MultiHeadAttention(Attention):
         keep = ctx.mask.dense()
         if keep is not None:
             scores = scores.masked_fill(~keep, torch.finfo(q.dtype).min)
-        probs = scores.softmax(-1)
+        probs = scores.softmax(-1) if self.sinks is None else softmax_with_sinks(scores, self.sinks)
         self.record_probs(ctx, q, k, scale=scale, probs=probs)
         probs = F.dropout(probs, self.dropout, self.training)
         return probs @ v + ctx.position.value_bias(ctx.position_state, probs)

@@ -29,15 +29,9 @@ from archzoo.component import Capabilities, param
 from archzoo.interfaces import AttentionContext
 from archzoo.masks import AttentionMask, Pattern
 
+from .flex import flex_available, mask_flex
 from .mha import MultiHeadAttention
-
-try:  # FlexAttention is optional: CPU eager never depends on it
-    from torch.nn.attention.flex_attention import create_block_mask
-    from torch.nn.attention.flex_attention import flex_attention as _flex_attention
-except ImportError:  # pragma: no cover - old torch
-    create_block_mask = None
-    _flex_attention = None
-
+from .sinks import flex_with_sinks, sink_sdpa
 
 SparsePattern = Pattern  # the predicate + block layout a mask carries (archzoo.masks)
 
@@ -68,9 +62,20 @@ def key_block_any(keys: Tensor, n_blocks: int, block: int) -> Tensor:
 
 
 def mask_sdpa(
-    q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, *, scale: float | None, dropout_p: float
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: AttentionMask,
+    *,
+    scale: float | None,
+    dropout_p: float,
+    sinks: Tensor | None = None,
 ) -> Tensor:
-    """SDPA under a mask's dense materialisation; a query with no allowed key gets zeros."""
+    """SDPA under a mask's dense materialisation (with per-head `sinks` (H,) when given); a
+    query with no allowed key gets zeros."""
+    if sinks is not None:
+        out = sink_sdpa(q, k, v, mask.dense(), sinks, scale=scale, dropout_p=dropout_p)
+        return mask.zero_empty_rows(out)
     out = F.scaled_dot_product_attention(
         q,
         k,
@@ -84,10 +89,18 @@ def mask_sdpa(
 
 
 def masked_sdpa(
-    q: Tensor, k: Tensor, v: Tensor, keep: Tensor, *, scale: float | None, dropout_p: float = 0.0
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    keep: Tensor,
+    *,
+    scale: float | None,
+    dropout_p: float = 0.0,
+    sinks: Tensor | None = None,
 ) -> Tensor:
     """SDPA under a bool keep mask (B, 1, Tq, Tk); a query with no allowed key gets zeros."""
-    return mask_sdpa(q, k, v, AttentionMask.from_keep(keep), scale=scale, dropout_p=dropout_p)
+    mask = AttentionMask.from_keep(keep)
+    return mask_sdpa(q, k, v, mask, scale=scale, dropout_p=dropout_p, sinks=sinks)
 
 
 def pattern_mask(
@@ -158,6 +171,7 @@ def _rows_attention(
     key_padding: Tensor | None,
     scale: float | None,
     dropout_p: float,
+    sinks: Tensor | None = None,
 ) -> Tensor:
     """Global query rows (B, G) (-1: none), which see every key: (B, H, G, hd)."""
     B, H, T, hd = q.shape
@@ -171,7 +185,7 @@ def _rows_attention(
     if key_padding is not None:
         keep = keep & key_padding[:, None, :]
     return masked_sdpa(
-        q_rows, k, v, keep[:, None], scale=scale, dropout_p=dropout_p
+        q_rows, k, v, keep[:, None], scale=scale, dropout_p=dropout_p, sinks=sinks
     )  # (B, 1, G, T)
 
 
@@ -186,11 +200,13 @@ def blocked_attention(
     scale: float | None = None,
     dropout_p: float = 0.0,
     global_qkv: tuple[Tensor, Tensor, Tensor] | None = None,
+    sinks: Tensor | None = None,
 ) -> Tensor:
     """Block-gathered attention in O(n * w): each query block sees only its layout's key blocks.
 
     q (B, H, T, hd), k/v (B, Hkv, T, hd) -> (B, H, T, hd). `global_qkv` replaces q, k, v for
-    the global query rows (Longformer's separate global projections).
+    the global query rows (Longformer's separate global projections); `sinks` (H,) are
+    per-head sink logits (every block's softmax gets the sink).
     """
     B, H, T, hd = q.shape
     Hkv, bs = k.shape[1], pattern.block
@@ -240,7 +256,8 @@ def blocked_attention(
     keep = keep & kmask
     keep = keep if keep.dim() == 4 else keep[None]
     keep = keep.expand(B, nb, bs, K * bs).reshape(B * nb, 1, bs, K * bs)
-    out = masked_sdpa(qb, kg, vg, keep, scale=scale, dropout_p=dropout_p)  # (B*nb, H, bs, hd)
+    out = masked_sdpa(qb, kg, vg, keep, scale=scale, dropout_p=dropout_p, sinks=sinks)
+    # (B*nb, H, bs, hd)
     out = out.transpose(1, 2).reshape(B, Tp, H, hd)[:, :T]  # (B, T, H, hd)
     out = out.transpose(1, 2)  # (B, H, T, hd)
 
@@ -256,18 +273,12 @@ def blocked_attention(
         key_padding=key_padding,
         scale=scale,
         dropout_p=dropout_p,
+        sinks=sinks,
     )  # (B, H, G, hd)
     b_idx, g_idx = (rows >= 0).nonzero(as_tuple=True)
     out = out.transpose(1, 2)  # (B, T, H, hd)
     out = out.index_put((b_idx, rows[b_idx, g_idx]), g_out.transpose(1, 2)[b_idx, g_idx])
     return out.transpose(1, 2)
-
-
-_compiled_flex: Any = None
-
-
-def flex_available() -> bool:
-    return _flex_attention is not None
 
 
 def flex_attention(
@@ -283,22 +294,6 @@ def flex_attention(
     """FlexAttention with a block mask from the pattern's predicate (no dropout)."""
     mask = pattern_mask(pattern, q, k, causal=causal, key_padding=key_padding)
     return mask_flex(q, k, v, mask, scale=scale)
-
-
-def mask_flex(
-    q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, *, scale: float | None
-) -> Tensor:
-    """FlexAttention under the mask's BlockMask (made once per forward), compiled on CUDA."""
-    global _compiled_flex
-    if _flex_attention is None:
-        raise RuntimeError("FlexAttention is not available in this version of torch")
-    run = _flex_attention
-    if not torch.compiler.is_compiling() and q.device.type == "cuda":
-        if _compiled_flex is None:
-            _compiled_flex = torch.compile(_flex_attention, dynamic=False)
-        run = _compiled_flex
-    block_mask = mask.block_mask(batch=q.shape[0])
-    return run(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=q.shape[1] != k.shape[1])
 
 
 def sparse_attention(
@@ -329,9 +324,11 @@ def attend(
     dropout_p: float = 0.0,
     impl: str = "auto",
     global_qkv: tuple[Tensor, Tensor, Tensor] | None = None,
+    sinks: Tensor | None = None,
 ) -> Tensor:
     """Attention under a mask that carries a pattern, by the path `impl` names ('auto': flex
-    when compiled or on CUDA, else blocked when queries and keys coincide, else dense)."""
+    when compiled or on CUDA, else blocked when queries and keys coincide, else dense);
+    `sinks` (H,): per-head sink logits in every softmax denominator."""
     blockable = q.shape[2] == k.shape[2] and mask.q_offset == 0 and mask.explicit is None
     if impl == "auto":
         use_flex = (
@@ -342,6 +339,8 @@ def attend(
         )
         impl = "flex" if use_flex else ("blocked" if blockable else "dense")
     if impl == "flex":
+        if sinks is not None:
+            return flex_with_sinks(q, k, v, mask, sinks, scale=scale)
         return mask_flex(q, k, v, mask, scale=scale)
     if impl == "blocked" and blockable:
         return blocked_attention(
@@ -354,10 +353,11 @@ def attend(
             scale=scale,
             dropout_p=dropout_p,
             global_qkv=global_qkv,
+            sinks=sinks,
         )
     if global_qkv is not None:
         raise ValueError("separate global projections need the blocked path (no KV cache)")
-    return mask_sdpa(q, k, v, mask, scale=scale, dropout_p=dropout_p)
+    return mask_sdpa(q, k, v, mask, scale=scale, dropout_p=dropout_p, sinks=sinks)
 
 
 # ---------------------------------------------------------------- the component base
@@ -419,11 +419,15 @@ class SparseAttention(MultiHeadAttention):
         if not ctx.want_probs:
             return
         scale = self.scale if self.scale is not None else self.head_dim**-0.5
-        self.record_probs(ctx, q, k, scale=scale, keep=mask.allowed())  # (B, H, Tq, Tk)
+        self.record_probs(
+            ctx, q, k, scale=scale, keep=mask.allowed(), sinks=self.sinks
+        )  # (B, H, Tq, Tk)
         if global_qkv is None:
             return
         local = ctx.probs
-        self.record_probs(ctx, global_qkv[0], global_qkv[1], scale=scale, keep=mask.allowed())
+        self.record_probs(
+            ctx, global_qkv[0], global_qkv[1], scale=scale, keep=mask.allowed(), sinks=self.sinks
+        )
         T = k.shape[2]
         rows = mask.pattern.global_queries(T, q.device)  # (G,) or (B, G), -1 for none
         if rows is None:
@@ -451,6 +455,7 @@ class SparseAttention(MultiHeadAttention):
             dropout_p=self.dropout if self.training else 0.0,
             impl="blocked" if global_qkv is not None else self.cfg.impl,
             global_qkv=global_qkv,
+            sinks=self.sinks,
         )
         out = out.transpose(1, 2).reshape(B, Tq, self.q_dim)  # (B, Tq, H*hd)
         return self.out(out)
