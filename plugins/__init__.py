@@ -26,6 +26,7 @@ from .converters.bloom import BloomConverter
 from .converters.falcon import FalconConverter
 from .converters.gemma import GemmaConverter
 from .converters.gpt2 import GPT2Converter
+from .converters.gpt_bigcode import GPTBigCodeConverter
 from .converters.gpt_neo import GPTNeoConverter
 from .converters.gpt_neox import GPTNeoXConverter
 from .converters.llama import LlamaConverter
@@ -124,6 +125,7 @@ BUILTIN_CONVERTERS = (
     Olmo2Converter(),
     FalconConverter(),
     OPTConverter(),
+    GPTBigCodeConverter(),
 )
 
 

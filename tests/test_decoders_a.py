@@ -35,15 +35,24 @@ CASES: dict[str, tuple[str, str, dict]] = {
             do_layer_norm_before=False,
         ),
     ),
+    "gpt_bigcode": (  # multi-query: one key/value head in the fused c_attn
+        "GPTBigCode",
+        "ForCausalLM",
+        dict(n_embd=32, n_layer=2, n_head=4, n_positions=64, multi_query=True),
+    ),
+    "gpt_bigcode_mha": (  # one key/value head per query head: c_attn rows laid out per head
+        "GPTBigCode",
+        "ForCausalLM",
+        dict(n_embd=32, n_layer=2, n_head=4, n_positions=64, multi_query=False),
+    ),
 }
 
 
 def make(case: str, suffix: str | None = None, **overrides) -> torch.nn.Module:
     """A perturbed tiny HF model of `case` (its causal LM unless `suffix` names another class)."""
     prefix, lm, sizes = CASES[case]
-    config = getattr(hf, prefix + "Config")(
-        **{"vocab_size": V, "max_position_embeddings": 64, **sizes, **overrides}
-    )
+    positions = {} if "n_positions" in sizes else {"max_position_embeddings": 64}
+    config = getattr(hf, prefix + "Config")(**{"vocab_size": V, **positions, **sizes, **overrides})
     torch.manual_seed(0)
     model = getattr(hf, prefix + (suffix or lm))(config)
     perturb(model, scale=0.1)

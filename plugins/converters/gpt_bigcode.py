@@ -1,0 +1,79 @@
+"""GPTBigCode (SantaCoder, StarCoder): GPT-2's layout with nn.Linear projections and multi-query
+attention (one shared key/value head) in a fused c_attn."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from archzoo.converter import Converter, Field, Values, parse_fields, spec_parts
+from archzoo.hf_tensors import PARAMS, Rule
+from archzoo.hf_transforms import HeadsInterleaved, Tensors, Transform
+
+from . import paths
+from .common import ACTIVATION, GPT2_TABLES_AND_NORMS, PAD, decoder_tasks, lm_task, table
+
+
+class FusedQKV(Transform):
+    """c_attn rows: [q | k | v] with one kv head (multi_query), per head [h: q|k|v] otherwise."""
+
+    per_head = HeadsInterleaved()
+
+    def forward(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        mqa = ctx["attention"]["n_kv_heads"] == 1
+        return list(ts) if mqa else self.per_head.forward(ts, ctx)
+
+    def inverse(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        mqa = ctx["attention"]["n_kv_heads"] == 1
+        return list(ts) if mqa else self.per_head.inverse(ts, ctx)
+
+
+BASE_TABLE = table(
+    GPT2_TABLES_AND_NORMS
+    + """
+    h.{i}.attn.c_proj                   ATTN_OUT
+    h.{i}.mlp.(c_fc,c_proj)             FC_IN,FC_OUT
+    """,
+    prefixes=("transformer.", ""),
+    ignore=("h.{i}.attn.bias", "h.{i}.attn.masked_bias"),  # mask buffers (old versions)
+)
+QKV_RULES = tuple(
+    Rule((f"h.{{i}}.attn.c_attn.{p}",), (f"{paths.QKV}.{p}",), FusedQKV()) for p in PARAMS
+)
+
+
+class GPTBigCodeConverter(Converter):
+    model_type = "gpt_bigcode"
+    hf_prefix = "GPTBigCode"
+    family = "decoder"
+    requires = {"add_cross_attention": False}
+    fixed = spec_parts(
+        "embedding: token, position: learned, block: pre_ln, norm: layernorm, ffn: mlp",
+        "attention: {kind: mha, fused_qkv: true, bias: true}",
+    )
+    fields = (
+        *parse_fields(
+            """
+            vocab_size              vocab_size
+            n_embd                  d_model
+            n_layer                 n_layers
+            n_head                  n_heads
+            n_positions             max_len
+            resid_pdrop             dropout             0.1
+            attn_pdrop              attention_dropout   0.1
+            embd_pdrop              embedding.dropout   0.1
+            layer_norm_epsilon      norm.eps            1e-5
+            activation_function     ffn.activation      gelu_pytorch_tanh   ACTIVATION
+            scale_attn_weights      attention.scale     True                SCALE
+            multi_query             attention.n_kv_heads    True            MQA
+            """,
+            ACTIVATION=ACTIVATION,
+            SCALE=Values({True: None, False: 1.0}),
+            MQA=Values({True: 1, False: None}),  # one key/value head, or one per query head
+        ),
+        Field("n_inner", "d_ff", lambda c: 4 * c["n_embd"]),
+        *PAD,
+    )
+    tasks = decoder_tasks("ForCausalLM", lm_task(True))
+    default_task = "ForCausalLM"
+    tensors = replace(BASE_TABLE, rules=BASE_TABLE.rules + QKV_RULES)
