@@ -119,8 +119,9 @@ def assemble(spec: Spec, plan: BuildPlan) -> ZooModel:
 
 
 def norm_factory(norm: Part, dims: Dims) -> NormFactory:
-    """A factory of the spec's norm: each call makes a new one (of width `dim` or d_model)."""
-    return lambda dim=None: norm.make(dims, dim=dim)
+    """A factory of the spec's norm: each call makes a new one (of width `dim` or d_model;
+    `options` such as `heads` and `bias` go to the norm's constructor)."""
+    return lambda dim=None, **options: norm.make(dims, dim=dim, **options)
 
 
 def make_block(layer: LayerPlan, dims: Dims, *, cross: bool) -> nn.Module:

@@ -37,6 +37,7 @@ from .converters.openai_gpt import OpenAIGPTConverter
 from .converters.opt import OPTConverter
 from .converters.qwen import Qwen2Converter, Qwen3Converter, Qwen3MoeConverter
 from .converters.smollm3 import SmolLM3Converter
+from .converters.stablelm import StableLmConverter
 from .converters.t5 import T5Converter
 from .embedding.factorized import FactorizedEmbedding
 from .embedding.token import TokenEmbedding
@@ -124,6 +125,7 @@ BUILTIN_CONVERTERS = (
     Qwen3MoeConverter(),
     Olmo2Converter(),
     FalconConverter(),
+    StableLmConverter(),
     OPTConverter(),
     GPTBigCodeConverter(),
 )

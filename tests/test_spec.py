@@ -38,6 +38,8 @@ def test_resolved_spec_has_every_default_explicit():
         "use_position": True,  # added with SmolLM3's NoPE layers
         "qk_norm": "none",  # added with Qwen3 / OLMo 2
         "sinks": False,  # added with GPT-OSS
+        "qk_norm_bias": True,  # added with StableLM
+        "clip_qkv": None,  # added with MPT
     }
     assert spec.data["sharing"] == {"kind": "none"}
     assert spec.data["init_std"] == 0.02

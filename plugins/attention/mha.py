@@ -30,8 +30,14 @@ class MultiHeadAttention(Attention):
         use_position: bool = param(
             True, "apply the stack's position rotation/bias here (false: a NoPE layer, SmolLM3)"
         )
-        qk_norm: Literal["none", "head", "full"] = param(
-            "none", "normalise q and k with the spec's norm: per head (Qwen3) or whole (OLMo 2)"
+        qk_norm: Literal["none", "head", "each_head", "full"] = param(
+            "none",
+            "normalise q and k with the spec's norm: per head (Qwen3), per head with weights "
+            "of its own (StableLM) or whole (OLMo 2)",
+        )
+        qk_norm_bias: bool = param(True, "q/k norms shift too when the norm has a bias")
+        clip_qkv: float | None = param(
+            None, "clamp the q/k/v projections to [-clip, clip] (MPT)", gt=0.0
         )
         sinks: bool = param(
             False, "a learned logit per head in every softmax denominator, no value (GPT-OSS)"
@@ -64,9 +70,15 @@ class MultiHeadAttention(Attention):
         if cfg.qk_norm != "none" and not cross:
             if make_norm is None:
                 raise ValueError("qk_norm needs the spec's norm factory (make_norm)")
-            per_head = cfg.qk_norm == "head"
-            self.q_norm = make_norm(dims.head_dim if per_head else q_dim)
-            self.k_norm = make_norm(dims.head_dim if per_head else kv_dim)
+            options = {} if cfg.qk_norm_bias else {"bias": False}
+            if cfg.qk_norm == "full":
+                self.q_norm, self.k_norm = make_norm(q_dim, **options), make_norm(kv_dim, **options)
+            elif cfg.qk_norm == "head":
+                self.q_norm = make_norm(dims.head_dim, **options)
+                self.k_norm = make_norm(dims.head_dim, **options)
+            else:  # each_head: weights (H, hd), a row per head
+                self.q_norm = make_norm(dims.head_dim, heads=self.n_heads, **options)
+                self.k_norm = make_norm(dims.head_dim, heads=self.n_kv, **options)
         self.sinks = nn.Parameter(torch.zeros(dims.n_heads)) if cfg.sinks else None  # (H,)
 
     @classmethod
@@ -100,6 +112,10 @@ class MultiHeadAttention(Attention):
             k, v = self.k(src), self.v(src)
         return self._heads(k, self.n_kv), self._heads(v, self.n_kv)
 
+    def _clip(self, t: Tensor) -> Tensor:
+        clip = self.cfg.clip_qkv
+        return t if clip is None else t.clamp(-clip, clip)
+
     def _heads(self, t: Tensor, n: int) -> Tensor:
         B, T, _ = t.shape
         return t.view(B, T, n, self.head_dim).transpose(1, 2)  # (B, n, T, hd)
@@ -110,9 +126,11 @@ class MultiHeadAttention(Attention):
         """q (B, H, Tq, hd), k and v (B, Hkv, Tk, hd), with positions and cache applied."""
         if memory is None:
             if hasattr(self, "qkv"):
-                q, k, v = self.qkv(x).split([self.q_dim, self.kv_dim, self.kv_dim], dim=-1)
+                q, k, v = self._clip(self.qkv(x)).split(
+                    [self.q_dim, self.kv_dim, self.kv_dim], dim=-1
+                )
             else:
-                q, k, v = self.q(x), self.k(x), self.v(x)
+                q, k, v = self._clip(self.q(x)), self._clip(self.k(x)), self._clip(self.v(x))
             if self.cfg.qk_norm == "full":  # over all heads at once: (B, T, H*hd)
                 q, k = self.q_norm(q), self.k_norm(k)
             q, k, v = (
@@ -120,7 +138,7 @@ class MultiHeadAttention(Attention):
                 self._heads(k, self.n_kv),
                 self._heads(v, self.n_kv),
             )
-            if self.cfg.qk_norm == "head":  # each head's hd features: (B, H, T, hd)
+            if self.cfg.qk_norm in ("head", "each_head"):  # each head's hd features: (B, H, T, hd)
                 q, k = self.q_norm(q), self.k_norm(k)
         else:  # cross-attention: memory keys/values are computed once per generation
             q = self._heads(self.q(x), self.n_heads)

@@ -22,11 +22,26 @@ class LayerNorm(Norm):
         eps: float = param(1e-5, "added to the variance", gt=0.0)
         bias: bool = param(True, "learn a shift as well as a scale")
 
-    def __init__(self, cfg: Any, dims: Any, dim: int | None = None) -> None:
+    def __init__(
+        self,
+        cfg: Any,
+        dims: Any,
+        dim: int | None = None,
+        *,
+        heads: int | None = None,
+        bias: bool | None = None,
+    ) -> None:
+        """`heads`: a scale (and shift) per head for (B, heads, T, dim) input; `bias`
+        overrides the config's (a q/k norm without shift)."""
         super().__init__(cfg, dims)
         dim = dim or dims.d_model
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.bias = nn.Parameter(torch.zeros(dim)) if cfg.bias else None
+        shape = (dim,) if heads is None else (heads, dim)
+        self.weight = nn.Parameter(torch.ones(shape))
+        shift = cfg.bias if bias is None else bias
+        self.bias = nn.Parameter(torch.zeros(shape)) if shift else None
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.cfg.eps)
+        if self.weight.dim() == 1:
+            return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.cfg.eps)
+        h = F.layer_norm(x, x.shape[-1:], eps=self.cfg.eps) * self.weight[:, None]  # (B, H, T, d)
+        return h if self.bias is None else h + self.bias[:, None]

@@ -23,9 +23,21 @@ class RMSNorm(Norm):
             0.0, "scale by (offset + weight), in fp32; Gemma stores weight = scale - 1 (offset 1)"
         )
 
-    def __init__(self, cfg: Any, dims: Any, dim: int | None = None) -> None:
+    def __init__(
+        self,
+        cfg: Any,
+        dims: Any,
+        dim: int | None = None,
+        *,
+        heads: int | None = None,
+        bias: bool | None = None,
+    ) -> None:
+        """`heads`: a scale per head for (B, heads, T, dim) input; `bias` must not be true."""
         super().__init__(cfg, dims)
-        self.weight = nn.Parameter(torch.ones(dim or dims.d_model))
+        if bias:
+            raise ValueError("rmsnorm has no bias (a shift); use layernorm")
+        dim = dim or dims.d_model
+        self.weight = nn.Parameter(torch.ones((dim,) if heads is None else (heads, dim)))
 
     def init_weights(self, std: float) -> None:
         """A unit scale: weight 1 - offset."""
@@ -34,6 +46,7 @@ class RMSNorm(Norm):
     def forward(self, x: Tensor) -> Tensor:
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.cfg.eps)
+        w = self.weight if self.weight.dim() == 1 else self.weight[:, None]  # (H, 1, d) per head
         if self.cfg.offset:  # Gemma: the whole product in fp32, then cast
-            return (h * (self.cfg.offset + self.weight.float())).to(x.dtype)
-        return self.weight * h.to(x.dtype)
+            return (h * (self.cfg.offset + w.float())).to(x.dtype)
+        return w * h.to(x.dtype)
