@@ -30,11 +30,15 @@ from .converters.gpt_bigcode import GPTBigCodeConverter
 from .converters.gpt_neo import GPTNeoConverter
 from .converters.gpt_neox import GPTNeoXConverter
 from .converters.llama import LlamaConverter
+from .converters.m2m_100 import M2M100Converter
+from .converters.marian import MarianConverter
+from .converters.mbart import MBartConverter
 from .converters.mistral import MistralConverter
 from .converters.mixtral import MixtralConverter
 from .converters.olmo2 import Olmo2Converter
 from .converters.openai_gpt import OpenAIGPTConverter
 from .converters.opt import OPTConverter
+from .converters.pegasus import PegasusConverter
 from .converters.qwen import Qwen2Converter, Qwen3Converter, Qwen3MoeConverter
 from .converters.smollm3 import SmolLM3Converter
 from .converters.stablelm import StableLmConverter
@@ -128,6 +132,10 @@ BUILTIN_CONVERTERS = (
     StableLmConverter(),
     OPTConverter(),
     GPTBigCodeConverter(),
+    MarianConverter(),
+    PegasusConverter(),
+    MBartConverter(),
+    M2M100Converter(),
 )
 
 

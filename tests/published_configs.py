@@ -167,6 +167,99 @@ PUBLISHED: dict[str, tuple[str, dict]] = {
     ),
 }
 
+# encoder-decoders (the values of each model card's config.json)
+BART_SIZES = dict(max_position_embeddings=1024, scale_embedding=True)
+PUBLISHED.update(
+    {
+        "marian-en-de": (
+            "MarianConfig",
+            dict(
+                vocab_size=58101,
+                decoder_vocab_size=58101,
+                d_model=512,
+                encoder_layers=6,
+                decoder_layers=6,
+                encoder_attention_heads=8,
+                decoder_attention_heads=8,
+                encoder_ffn_dim=2048,
+                decoder_ffn_dim=2048,
+                activation_function="swish",
+                scale_embedding=True,
+                share_encoder_decoder_embeddings=True,
+                max_position_embeddings=512,
+                pad_token_id=58100,
+                decoder_start_token_id=58100,
+                bos_token_id=0,
+                eos_token_id=0,
+                attention_dropout=0.0,
+                activation_dropout=0.0,
+            ),
+        ),
+        "pegasus-large": (
+            "PegasusConfig",
+            dict(
+                BART_SIZES,
+                vocab_size=96103,
+                d_model=1024,
+                encoder_layers=16,
+                decoder_layers=16,
+                encoder_attention_heads=16,
+                decoder_attention_heads=16,
+                encoder_ffn_dim=4096,
+                decoder_ffn_dim=4096,
+                activation_function="relu",
+                pad_token_id=0,
+                eos_token_id=1,
+                decoder_start_token_id=0,
+                attention_dropout=0.1,
+                activation_dropout=0.1,
+            ),
+        ),
+        "mbart-large-50": (
+            "MBartConfig",
+            dict(
+                BART_SIZES,
+                vocab_size=250054,
+                d_model=1024,
+                encoder_layers=12,
+                decoder_layers=12,
+                encoder_attention_heads=16,
+                decoder_attention_heads=16,
+                encoder_ffn_dim=4096,
+                decoder_ffn_dim=4096,
+                activation_function="gelu",
+                pad_token_id=1,
+                bos_token_id=0,
+                eos_token_id=2,
+                decoder_start_token_id=2,
+                attention_dropout=0.0,
+                activation_dropout=0.0,
+            ),
+        ),
+        "m2m100-418m": (
+            "M2M100Config",
+            dict(
+                BART_SIZES,
+                vocab_size=128112,
+                d_model=1024,
+                encoder_layers=12,
+                decoder_layers=12,
+                encoder_attention_heads=16,
+                decoder_attention_heads=16,
+                encoder_ffn_dim=4096,
+                decoder_ffn_dim=4096,
+                activation_function="relu",
+                pad_token_id=1,
+                bos_token_id=0,
+                eos_token_id=2,
+                decoder_start_token_id=2,
+                attention_dropout=0.1,
+                activation_dropout=0.0,
+            ),
+        ),
+    }
+)
+
 CAUSAL_LM = {
     "MixtralConfig": "MixtralForCausalLM",
     "Qwen2Config": "Qwen2ForCausalLM",
@@ -177,4 +270,8 @@ CAUSAL_LM = {
     "SmolLM3Config": "SmolLM3ForCausalLM",
     "FalconConfig": "FalconForCausalLM",
     "OPTConfig": "OPTForCausalLM",
+    "MarianConfig": "MarianMTModel",
+    "PegasusConfig": "PegasusForConditionalGeneration",
+    "MBartConfig": "MBartForConditionalGeneration",
+    "M2M100Config": "M2M100ForConditionalGeneration",
 }

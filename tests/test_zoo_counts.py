@@ -251,11 +251,14 @@ HF_COUNTERPARTS: dict[str, Counterpart] = {
 
 # zoo specs typed from their published configs (tests/published_configs.py)
 for _name, (_config, _kwargs) in PUBLISHED.items():
+    _frozen = _config in ("MarianConfig", "PegasusConfig")  # saved sinusoidal tables
     HF_COUNTERPARTS[_name] = Counterpart(
         lambda c=_config, k=_kwargs: (
             getattr(transformers, CAUSAL_LM[c]),
             getattr(transformers, c)(**k),
-        )
+        ),
+        MARIAN_EXCLUDE if _frozen else (),
+        MARIAN_WHY if _frozen else "",
     )
 
 # Zoo specs with no transformers class of the same architecture, each with the reason.

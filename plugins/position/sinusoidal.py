@@ -11,12 +11,27 @@ from torch import Tensor
 from archzoo.component import Capabilities, param
 from archzoo.interfaces import Position
 
+FREQUENCIES = ("vaswani", "tensor2tensor")
+LAYOUTS = ("interleaved", "halves")
 
-def sinusoidal_table(positions: Tensor, dim: int, base: float = 10000.0) -> Tensor:
-    """(...,) positions -> (..., dim) with sin at even and cos at odd features (fp32)."""
-    i = torch.arange(0, dim, 2, device=positions.device, dtype=torch.float32)  # (dim/2,)
-    inv_freq = base ** (-i / dim)
-    angles = positions.to(torch.float32)[..., None] * inv_freq  # (..., dim/2)
+
+def sinusoidal_table(
+    positions: Tensor,
+    dim: int,
+    base: float = 10000.0,
+    *,
+    frequencies: str = "vaswani",
+    layout: str = "interleaved",
+) -> Tensor:
+    """(...,) positions -> (..., dim) fp32. Frequency i of dim/2 is base^(-2i/dim) (vaswani)
+    or base^(-i/(dim/2 - 1)) (tensor2tensor, fairseq's M2M-100); `interleaved` puts sin at
+    even and cos at odd features, `halves` all sines first, then all cosines (Marian)."""
+    half = dim // 2
+    i = torch.arange(half, device=positions.device, dtype=torch.float32)  # (dim/2,)
+    step = i * 2 / dim if frequencies == "vaswani" else i / max(half - 1, 1)
+    angles = positions.to(torch.float32)[..., None] * base**-step  # (..., dim/2)
+    if layout == "halves":
+        return torch.cat((angles.sin(), angles.cos()), dim=-1)  # (..., dim)
     return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # (..., dim)
 
 
@@ -28,6 +43,15 @@ class SinusoidalPosition(Position):
     @dataclass
     class Config:
         base: float = param(10000.0, "wavelength base of the geometric progression", gt=1.0)
+        frequencies: str = param(
+            "vaswani",
+            "base^(-2i/d) (vaswani) or base^(-i/(d/2-1)) (tensor2tensor: M2M-100)",
+            choices=FREQUENCIES,
+        )
+        layout: str = param(
+            "interleaved", "sin/cos per frequency, or all sines then all cosines", choices=LAYOUTS
+        )
+        offset: int = param(0, "added to every position id (M2M-100: padding_idx + 1)", min=0)
 
     @classmethod
     def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
@@ -36,4 +60,11 @@ class SinusoidalPosition(Position):
         return []
 
     def embed(self, positions: Tensor) -> Tensor:
-        return sinusoidal_table(positions, self.dims.d_model, self.cfg.base)
+        cfg = self.cfg
+        return sinusoidal_table(
+            positions + cfg.offset,
+            self.dims.d_model,
+            cfg.base,
+            frequencies=cfg.frequencies,
+            layout=cfg.layout,
+        )

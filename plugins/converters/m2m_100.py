@@ -1,0 +1,32 @@
+"""M2M-100: pre-LN encoder-decoder with a final norm per stack, scaled embeddings, and
+fairseq's sinusoidal positions (tensor2tensor frequencies, sines then cosines) counted from
+padding_idx + 1."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from archzoo.converter import Converter, get, spec_parts
+
+from .bart import BART_FIELDS, BART_STACKS, BART_TENSORS
+from .common import HEADLESS, lm_task, table
+
+
+class M2M100Converter(Converter):
+    model_type = "m2m_100"
+    hf_prefix = "M2M100"
+    family = "encoder-decoder"
+    fixed = spec_parts(
+        "tie_embeddings: true, block: pre_ln, ffn: mlp",
+        "embedding: token, norm: {kind: layernorm, eps: 1.0e-5}",
+        "position: {kind: sinusoidal, layout: halves, frequencies: tensor2tensor}",
+        "attention: {kind: mha, fused_qkv: false, bias: true}",
+    )
+    fields = BART_FIELDS
+    tasks = {"Model": HEADLESS, "ForConditionalGeneration": lm_task(True)}
+    default_task = "ForConditionalGeneration"
+    tensors = table(BART_TENSORS, prefixes=("model.", ""), stacks=BART_STACKS)
+
+    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        """Real tokens sit at positions padding_idx + 1, + 2, ... (fairseq's make_positions)."""
+        spec["position"]["offset"] = get(config, "pad_token_id", 1) + 1

@@ -1,0 +1,69 @@
+"""Marian: BART's post-LN layout with Vaswani et al.'s sinusoidal positions (sines, then
+cosines) and no embedding norm; one vocabulary shared by both stacks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from archzoo.converter import ConversionError, Converter, TensorSource, get, spec_parts
+from archzoo.plugins.position.sinusoidal import sinusoidal_table
+
+from .bart import BART_FIELDS, BART_STACKS, BART_TENSORS, LM_FIXED_BIAS
+from .common import HEADLESS, table
+
+
+class SavedSinusoidsConverter(Converter):
+    """A type that saves its sinusoidal table as a frozen weight (Marian, Pegasus): archzoo
+    computes the table, after checking the saved one is that table (a trained one is not)."""
+
+    def import_state(
+        self, src: TensorSource, config: dict[str, Any], names: Any, ctx: dict[str, Any]
+    ) -> dict[str, Tensor]:
+        for name in src.names():
+            if not name.endswith("embed_positions.weight"):
+                continue
+            saved = src.tensors[name]
+            n, dim = saved.shape
+            table = sinusoidal_table(torch.arange(n), dim, layout="halves")  # (n, dim)
+            err = (saved.float() - table).abs().max().item()
+            if not err <= 1e-3:
+                raise ConversionError(
+                    f"{src.where}: {name} is not the sinusoidal table (max |diff| {err:.3g}); "
+                    "trained position tables are not supported for this type"
+                )
+        return super().import_state(src, config, names, ctx)
+
+
+class MarianConverter(SavedSinusoidsConverter):
+    model_type = "marian"
+    hf_prefix = "Marian"
+    family = "encoder-decoder"
+    requires = {"share_encoder_decoder_embeddings": True}
+    fixed = spec_parts(
+        "tie_embeddings: true, block: post_ln, ffn: mlp",
+        "embedding: token, norm: {kind: layernorm, eps: 1.0e-5}",
+        "position: {kind: sinusoidal, layout: halves}",
+        "attention: {kind: mha, fused_qkv: false, bias: true}",
+    )
+    fields = BART_FIELDS
+    tasks = {"Model": HEADLESS, "MTModel": LM_FIXED_BIAS}
+    default_task = "MTModel"
+    # the sinusoidal table is saved as a frozen weight; archzoo computes it
+    tensors = table(
+        BART_TENSORS,
+        prefixes=("model.", ""),
+        stacks=BART_STACKS,
+        ignore=("{s}.embed_positions.weight",),
+    )
+
+    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        """A separate decoder vocabulary (decoder_vocab_size) has no archzoo equivalent."""
+        vocab = get(config, "decoder_vocab_size", None)
+        if vocab not in (None, spec["vocab_size"]):
+            raise ConversionError(
+                f"config.json decoder_vocab_size={vocab} differs from vocab_size="
+                f"{spec['vocab_size']}: separate decoder vocabularies are not supported"
+            )
