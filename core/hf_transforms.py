@@ -153,6 +153,20 @@ class RotaryInterleaved(Transform):
         return [t.transpose(1, 2).reshape(-1, *rest)]  # (H * hd, ...)
 
 
+class Deinterleave(Transform):
+    """Last dim alternating [a0, b0, a1, b1, ...] (GPT-OSS's fused expert gate/up) <->
+    halves [a0, a1, ... | b0, b1, ...] (archzoo's [gate | up])."""
+
+    def forward(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        t = ts[0]
+        return [torch.cat([t[..., 0::2], t[..., 1::2]], dim=-1)]
+
+    def inverse(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        t = ts[0]
+        halves = t.reshape(*t.shape[:-1], 2, t.shape[-1] // 2)  # (..., 2, F)
+        return [halves.transpose(-1, -2).reshape(t.shape)]  # (..., F, 2) -> (..., 2F)
+
+
 class Flatten(Transform):
     """A (1, n) HF buffer (BART's final_logits_bias) <-> an (n,) archzoo vector."""
 
@@ -189,6 +203,7 @@ def named(name: str | None, n_hf: int, n_zoo: int) -> Transform:
         "kv_grouped": KVGrouped,
         "rotary_interleaved": RotaryInterleaved,
         "flatten": Flatten,
+        "deinterleave": Deinterleave,
     }
     if name not in makers:
         raise ValueError(f"unknown transform {name!r}; known: {', '.join(map(str, makers))}")

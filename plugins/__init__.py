@@ -29,6 +29,7 @@ from .converters.gpt2 import GPT2Converter
 from .converters.gpt_bigcode import GPTBigCodeConverter
 from .converters.gpt_neo import GPTNeoConverter
 from .converters.gpt_neox import GPTNeoXConverter
+from .converters.gpt_oss import GptOssConverter
 from .converters.llama import LlamaConverter
 from .converters.m2m_100 import M2M100Converter
 from .converters.marian import MarianConverter
@@ -136,6 +137,7 @@ BUILTIN_CONVERTERS = (
     PegasusConverter(),
     MBartConverter(),
     M2M100Converter(),
+    GptOssConverter(),
 )
 
 

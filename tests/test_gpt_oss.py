@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+import transformers as hf
 from conftest import tiny
+from hf_util import V, max_diff_unpadded, padded_batch, perturb, save_hf
 
 import archzoo
 from archzoo.interfaces import AttentionContext
@@ -167,3 +169,141 @@ def test_sinks_default_off_and_counted():
     )
     assert off.decoder.blocks[0].attention.sinks is None
     assert on.num_parameters() - off.num_parameters() == 2 * 4  # one logit per head and layer
+
+
+# ---------------------------------------------------------------- the gpt_oss converter
+
+SIZES = dict(
+    vocab_size=V,
+    hidden_size=32,
+    intermediate_size=24,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    num_local_experts=4,
+    num_experts_per_tok=2,
+    sliding_window=4,  # shorter than the test sequences
+    max_position_embeddings=64,
+    swiglu_limit=0.3,  # small, so that the clamps of the expert unit are active
+    swiglu_alpha=1.5,
+    output_router_logits=True,
+    router_aux_loss_coef=0.02,
+    attn_implementation="eager",
+)
+
+
+def tiny_gpt_oss(cls: str = "GptOssForCausalLM"):
+    torch.manual_seed(0)
+    ref = getattr(hf, cls)(hf.GptOssConfig(**SIZES))
+    perturb(ref, scale=0.1)  # sinks, router and expert biases included
+    return ref.eval()
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    ref = tiny_gpt_oss()
+    return ref, archzoo.from_hf(save_hf(ref, tmp_path_factory.mktemp("gpt_oss")))
+
+
+def test_spec_reads_layer_types_yarn_sinks_and_the_expert_unit(imported):
+    _, ours = imported
+    kinds = [block.attention.name for block in ours.decoder.blocks]
+    assert kinds == ["local", "mha", "local"]  # HF's default: sliding on even layers
+    assert ours.decoder.blocks[0].attention.cfg.window == 4
+    assert all(block.attention.sinks is not None for block in ours.decoder.blocks)
+    ffn = ours.spec.data["ffn"]
+    assert (ffn["activation"], ffn["glu_alpha"], ffn["glu_limit"]) == ("swiglu_clamped", 1.5, 0.3)
+    assert (ffn["router"], ffn["router_bias"], ffn["expert_bias"]) == ("topk_softmax", True, True)
+    assert ours.spec.data["position"]["scaling"] == "yarn"
+
+
+def test_logits_loss_and_router_loss_equal_transformers(imported):
+    ref, ours = imported
+    ids, mask = padded_batch(V, length=12, real=7)  # a right-padded row
+    labels = ids.masked_fill(mask == 0, -100)
+    with torch.no_grad():
+        want = ref(input_ids=ids, attention_mask=mask, labels=labels)
+        got = ours(ids, attention_mask=mask, labels=labels)
+    assert max_diff_unpadded(got.logits, want.logits, mask) <= 1e-4
+    assert abs(got.loss.item() - want.loss.item()) <= 1e-5
+    assert abs(got.aux_loss.item() - want.aux_loss.item()) <= 1e-5
+
+
+def test_greedy_generation_equals_transformers(imported):
+    ref, ours = imported
+    ref.config.output_router_logits = False  # transformers' router loss fails on cached steps
+    g = torch.Generator().manual_seed(4)
+    single = torch.randint(3, V, (1, 7), generator=g)
+    batch = torch.randint(3, V, (2, 7), generator=g)
+    mask = torch.ones_like(batch)
+    mask[0, :3] = 0  # left padding
+    kwargs = {"max_new_tokens": 20, "do_sample": False, "pad_token_id": 0}
+    assert ours.generate(single, **kwargs).tolist() == ref.generate(single, **kwargs).tolist()
+    want = ref.generate(batch, attention_mask=mask, **kwargs)
+    got = ours.generate(batch, attention_mask=mask, **kwargs)
+    assert got.tolist() == want.tolist()
+
+
+def test_headless_model_equals_transformers(tmp_path):
+    ref = tiny_gpt_oss("GptOssModel")
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "base"))
+    assert ours.spec.data["head"]["kind"] == "none"
+    ids, mask = padded_batch(V, length=12, real=7)
+    with torch.no_grad():
+        want = ref(input_ids=ids, attention_mask=mask).last_hidden_state
+        got = ours(ids, attention_mask=mask).last_hidden_state
+    assert max_diff_unpadded(got, want, mask) <= 1e-4
+
+
+def test_export_through_the_table_gives_back_the_checkpoint(imported):
+    """The same table maps back, gate/up re-interleaved: every HF tensor is equal."""
+    from archzoo.hf_tensors import ZooNames
+
+    ref, ours = imported
+    converter = archzoo.get_registry().converter("gpt_oss")
+    ctx = {"n_heads": 4, "head_dim": 16}
+    back = converter.export_state(ours.state_dict(), ZooNames.of(ours), ctx)
+    want = ref.state_dict()
+    assert set(back) == set(want)
+    for key, value in want.items():
+        assert torch.equal(back[key], value), key
+
+
+def test_unsupported_configs_are_refused(tmp_path):
+    from archzoo.converter import ConversionError
+
+    converter = archzoo.get_registry().converter("gpt_oss")
+    config = hf.GptOssConfig(**SIZES).to_dict()
+    with pytest.raises(ConversionError, match="quantization_config"):
+        converter.to_spec({**config, "quantization_config": {"quant_method": "mxfp4"}})
+    with pytest.raises(ConversionError, match="layer_types"):
+        converter.to_spec({**config, "layer_types": ["chunked_attention"] * 3})
+
+
+def test_clamped_swiglu_equals_transformers_gate():
+    """GPT-OSS's unit on interleaved gate/up, as transformers applies it, by its parts."""
+    from transformers.models.gpt_oss.modeling_gpt_oss import GptOssExperts
+
+    from archzoo.plugins.ffn.activations import clamped_swiglu
+
+    experts = GptOssExperts(hf.GptOssConfig(**SIZES))
+    x = torch.randn(5, 48, generator=torch.Generator().manual_seed(5))  # (N, 2F) interleaved
+    want = experts._apply_gate(x)
+    got = clamped_swiglu(x[:, 0::2], x[:, 1::2], alpha=1.5, limit=0.3)
+    assert (x.abs() > 0.3).any()  # the clamps are exercised
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
+
+
+def test_grouped_and_dense_expert_paths_agree_with_biases(imported):
+    """The eager grouped path and the compile-friendly dense one, with expert biases."""
+    from archzoo.plugins.ffn.routing import route
+
+    _, ours = imported
+    ffn = ours.decoder.blocks[1].ffn
+    h = torch.randn(13, 32, generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        weights, experts = route(ffn.router(h), 2, "topk_softmax", True)
+        grouped = ffn.experts(h, weights, experts)
+        dense = ffn.dense_experts(h, weights, experts)
+    torch.testing.assert_close(grouped, dense, atol=1e-5, rtol=0)

@@ -26,8 +26,10 @@ CROSS_Q, CROSS_K, CROSS_V, CROSS_OUT = (
 FC_IN, FC_OUT = BLOCK + "ffn.fc_in", BLOCK + "ffn.fc_out"  # mlp
 GATE, UP, DOWN = BLOCK + "ffn.gate", BLOCK + "ffn.up", BLOCK + "ffn.down"  # glu
 Q_NORM, K_NORM = BLOCK + "attention.q_norm", BLOCK + "attention.k_norm"  # mha qk_norm
+SINKS = BLOCK + "attention.sinks"  # mha sinks: (H,) per-head sink logits
 ROUTER = BLOCK + "ffn.router"  # moe: (E, D) router
 EXPERTS_IN, EXPERTS_OUT = BLOCK + "ffn.w_in", BLOCK + "ffn.w_out"  # moe: (E, D, 2F), (E, F, D)
+EXPERTS_IN_BIAS, EXPERTS_OUT_BIAS = BLOCK + "ffn.b_in", BLOCK + "ffn.b_out"  # (E, 2F), (E, D)
 SHARED_UP, SHARED_DOWN = BLOCK + "ffn.shared.up", BLOCK + "ffn.shared.down"  # [gate|up], down
 SHARED_GATE = BLOCK + "ffn.shared_gate"  # moe: sigmoid gate of the shared expert
 

@@ -5,7 +5,9 @@ see every token. Tokens are grouped by expert and run through one grouped matmul
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 import torch
@@ -14,9 +16,11 @@ from torch import Tensor, nn
 from archzoo.component import Capabilities, param
 from archzoo.interfaces import FeedForward
 
-from .activations import ACTIVATIONS
+from .activations import ACTIVATIONS, clamped_swiglu
 from .glu import GATES
 from .routing import expert_matmul, load_balancing_loss, route
+
+CLAMPED = "swiglu_clamped"  # GPT-OSS's gated unit (glu_alpha, glu_limit)
 
 
 class MoEFeedForward(FeedForward):
@@ -31,8 +35,17 @@ class MoEFeedForward(FeedForward):
         d_expert: int | None = param(None, "hidden size of one expert (null: d_ff)", min=1)
         expert: Literal["glu", "mlp"] = param("glu", "expert kind: gated (glu) or plain (mlp)")
         activation: str = param(
-            "swiglu", "glu: swiglu/geglu/geglu_tanh/reglu; mlp: relu/gelu/gelu_tanh/silu"
+            "swiglu",
+            "glu: swiglu/geglu/geglu_tanh/reglu/swiglu_clamped; mlp: relu/gelu/gelu_tanh/silu",
         )
+        glu_alpha: float = param(
+            1.702, "swiglu_clamped: gain in g * sigmoid(alpha * g) (GPT-OSS)", gt=0.0
+        )
+        glu_limit: float = param(
+            7.0, "swiglu_clamped: gate clamped above, up to [-limit, limit], then up + 1", gt=0.0
+        )
+        router_bias: bool = param(False, "a bias on the router logits (GPT-OSS)")
+        expert_bias: bool = param(False, "biases on both projections of every expert (GPT-OSS)")
         router: Literal["softmax_topk", "topk_softmax"] = param(
             "softmax_topk", "softmax over all experts then top-k, or top-k logits then softmax"
         )
@@ -54,16 +67,20 @@ class MoEFeedForward(FeedForward):
         d, f, e = dims.d_model, cfg.d_expert or dims.d_ff, cfg.n_experts
         self.d_expert = f
         gated = cfg.expert == "glu"
-        self.router = nn.Linear(d, e, bias=False)
+        self.router = nn.Linear(d, e, bias=cfg.router_bias)
         # expert weights in x @ W layout: w_in (E, D, 2F as [gate | up] or F), w_out (E, F, D)
         self.w_in = nn.Parameter(torch.empty(e, d, 2 * f if gated else f))
         self.w_out = nn.Parameter(torch.empty(e, f, d))
-        self.act = ACTIVATIONS[GATES[cfg.activation] if gated else cfg.activation]
+        self.b_in = self.b_out = None
+        if cfg.expert_bias:  # b_in (E, 2F | F), b_out (E, D)
+            self.b_in = nn.Parameter(torch.zeros(e, 2 * f if gated else f))
+            self.b_out = nn.Parameter(torch.zeros(e, d))
+        self.activate = expert_activation(cfg)
         self.shared = None
         self.shared_gate = None
         if cfg.n_shared:
             d_shared = cfg.d_shared or f * cfg.n_shared
-            self.shared = SharedExpert(d, d_shared, self.act, gated)
+            self.shared = SharedExpert(d, d_shared, self.activate, gated)
             if cfg.shared_gate:
                 self.shared_gate = nn.Linear(d, 1, bias=False)
         self.routing: list[Tensor] = []  # this forward's router logits, per call (aux loss)
@@ -73,7 +90,9 @@ class MoEFeedForward(FeedForward):
         problems = []
         if cfg.top_k > cfg.n_experts:
             problems.append(("top_k", f"top_k {cfg.top_k} exceeds n_experts {cfg.n_experts}"))
-        allowed = GATES if cfg.expert == "glu" else ("relu", "gelu", "gelu_tanh", "silu")
+        allowed = (
+            (*GATES, CLAMPED) if cfg.expert == "glu" else ("relu", "gelu", "gelu_tanh", "silu")
+        )
         if cfg.activation not in allowed:
             problems.append(
                 (
@@ -88,6 +107,9 @@ class MoEFeedForward(FeedForward):
     def init_weights(self, std: float) -> None:
         for p in (self.router.weight, self.w_in, self.w_out):
             nn.init.normal_(p, std=std)
+        for p in (self.router.bias, self.b_in, self.b_out):
+            if p is not None:
+                nn.init.zeros_(p)
         for module in (self.shared, self.shared_gate):
             if module is not None:
                 for p in module.parameters():
@@ -95,9 +117,10 @@ class MoEFeedForward(FeedForward):
 
     def active_parameters(self) -> int:
         """Router, top_k experts and the shared expert: what one token multiplies."""
-        per_expert = (self.w_in.numel() + self.w_out.numel()) // self.cfg.n_experts
-        rest = sum(p.numel() for n, p in self.named_parameters() if not n.startswith("w_"))
-        return rest + self.cfg.top_k * per_expert
+        routed = ("w_in", "w_out", "b_in", "b_out")  # stacked over experts
+        experts = sum(p.numel() for n, p in self.named_parameters() if n in routed)
+        rest = sum(p.numel() for n, p in self.named_parameters() if n not in routed)
+        return rest + self.cfg.top_k * experts // self.cfg.n_experts
 
     def matmul_flops(self) -> int:
         return 2 * self.active_parameters()
@@ -130,12 +153,11 @@ class MoEFeedForward(FeedForward):
         counts = counts.index_add(0, flat, torch.ones_like(flat, dtype=torch.int32))
         ends = counts.cumsum(0, dtype=torch.int32)  # (E,) end of each expert's rows
         a = expert_matmul(h[token], self.w_in, ends)  # (N k, 2F | F)
-        if self.cfg.expert == "glu":
-            gate, up = a.chunk(2, dim=-1)
-            a = self.act(gate) * up
-        else:
-            a = self.act(a)
-        y = expert_matmul(a, self.w_out, ends)  # (N k, D)
+        if self.b_in is not None:
+            a = a + self.b_in[flat[order]]  # each sorted slot's expert bias
+        y = expert_matmul(self.activate(a), self.w_out, ends)  # (N k, D)
+        if self.b_out is not None:
+            y = y + self.b_out[flat[order]]
         y = y * weights.reshape(-1)[order, None]
         return torch.zeros_like(h).index_add(0, token, y)  # (N, D)
 
@@ -145,12 +167,11 @@ class MoEFeedForward(FeedForward):
         dense = torch.zeros(h.shape[0], self.cfg.n_experts, dtype=h.dtype, device=h.device)
         dense = dense.scatter(1, experts, weights)  # (N, E)
         a = torch.einsum("nd,edf->enf", h, self.w_in)  # (E, N, 2F | F)
-        if self.cfg.expert == "glu":
-            gate, up = a.chunk(2, dim=-1)
-            a = self.act(gate) * up
-        else:
-            a = self.act(a)
-        y = torch.bmm(a, self.w_out)  # (E, N, D)
+        if self.b_in is not None:
+            a = a + self.b_in[:, None]
+        y = torch.bmm(self.activate(a), self.w_out)  # (E, N, D)
+        if self.b_out is not None:
+            y = y + self.b_out[:, None]
         return torch.einsum("end,ne->nd", y, dense)
 
     @classmethod
@@ -167,19 +188,35 @@ class MoEFeedForward(FeedForward):
         self.routing = []
 
 
+def expert_activation(cfg: Any) -> Callable[[Tensor], Tensor]:
+    """An expert's hidden activation: (.., 2F as [gate | up]) -> (.., F) for GLU experts,
+    (.., F) -> (.., F) for MLP ones."""
+    if cfg.expert != "glu":
+        return ACTIVATIONS[cfg.activation]
+    if cfg.activation == CLAMPED:
+        unit = partial(clamped_swiglu, alpha=cfg.glu_alpha, limit=cfg.glu_limit)
+    else:
+        unit = partial(_gated, act=ACTIVATIONS[GATES[cfg.activation]])
+    return partial(_split_gate_up, unit=unit)
+
+
+def _gated(gate: Tensor, up: Tensor, *, act: Callable[[Tensor], Tensor]) -> Tensor:
+    return act(gate) * up
+
+
+def _split_gate_up(a: Tensor, *, unit: Callable[[Tensor, Tensor], Tensor]) -> Tensor:
+    gate, up = a.chunk(2, dim=-1)
+    return unit(gate, up)
+
+
 class SharedExpert(nn.Module):
     """The dense expert every token passes through: GLU (gate|up fused) or MLP, no biases."""
 
-    def __init__(self, d: int, f: int, act: Any, gated: bool) -> None:
+    def __init__(self, d: int, f: int, activate: Callable[[Tensor], Tensor], gated: bool) -> None:
         super().__init__()
-        self.gated = gated
         self.up = nn.Linear(d, 2 * f if gated else f, bias=False)  # [gate | up] when gated
         self.down = nn.Linear(f, d, bias=False)
-        self.act = act
+        self.activate = activate
 
     def forward(self, h: Tensor) -> Tensor:
-        a = self.up(h)
-        if self.gated:
-            gate, up = a.chunk(2, dim=-1)
-            return self.down(self.act(gate) * up)
-        return self.down(self.act(a))
+        return self.down(self.activate(self.up(h)))
