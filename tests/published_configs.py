@@ -275,3 +275,39 @@ CAUSAL_LM = {
     "MBartConfig": "MBartForConditionalGeneration",
     "M2M100Config": "M2M100ForConditionalGeneration",
 }
+
+# GPT-OSS (openai/gpt-oss-20b's config.json without its MXFP4 quantization_config)
+PUBLISHED["gpt-oss-20b"] = (
+    "GptOssConfig",
+    dict(
+        vocab_size=201088,
+        hidden_size=2880,
+        intermediate_size=2880,
+        num_hidden_layers=24,
+        num_attention_heads=64,
+        num_key_value_heads=8,
+        head_dim=64,
+        num_local_experts=32,
+        num_experts_per_tok=4,
+        sliding_window=128,
+        max_position_embeddings=131072,
+        rms_norm_eps=1e-5,
+        rope_parameters={
+            "rope_type": "yarn",
+            "rope_theta": 150000.0,
+            "factor": 32.0,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "truncate": False,
+            "original_max_position_embeddings": 4096,
+        },
+        swiglu_limit=7.0,
+        attention_bias=True,
+        tie_word_embeddings=False,
+        router_aux_loss_coef=0.9,
+        output_router_logits=False,
+        pad_token_id=199999,
+        eos_token_id=200002,
+    ),
+)
+CAUSAL_LM["GptOssConfig"] = "GptOssForCausalLM"

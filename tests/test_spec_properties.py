@@ -151,11 +151,24 @@ def tiny_overrides(data: dict) -> dict[str, Any]:
         out["attention.n_kv_heads"] = 1
     if data.get("layers"):  # enough layers that every selection picks one
         out["n_layers"] = max([2] + [_first_needed(e.get("select")) for e in data["layers"]])
+        if any(_sets_kv_heads(e.get("attention")) for e in data["layers"]):  # per-layer too
+            out["layers"] = [_one_kv_head(e) for e in data["layers"]]
     ffn = data.get("ffn")
     if isinstance(ffn, dict) and ffn.get("kind") == "moe":  # a few small experts
         out.update({"ffn.n_experts": 4, "ffn.top_k": 2, "ffn.d_expert": None})
     out.update({k: None for k in TOKEN_KEYS if isinstance(data.get(k), (int, list))})
     return out
+
+
+def _sets_kv_heads(attention: Any) -> bool:
+    return isinstance(attention, dict) and attention.get("n_kv_heads") is not None
+
+
+def _one_kv_head(entry: dict) -> dict:
+    """A per-layer entry whose attention restates n_kv_heads (GPT-OSS's sliding layers), at 1."""
+    if not _sets_kv_heads(entry.get("attention")):
+        return entry
+    return {**entry, "attention": {**entry["attention"], "n_kv_heads": 1}}
 
 
 def _first_needed(select: Any) -> int:
