@@ -43,6 +43,7 @@ from .converters.pegasus import PegasusConverter
 from .converters.qwen import Qwen2Converter, Qwen3Converter, Qwen3MoeConverter
 from .converters.smollm3 import SmolLM3Converter
 from .converters.stablelm import StableLmConverter
+from .converters.starcoder2 import Starcoder2Converter
 from .converters.t5 import T5Converter
 from .embedding.factorized import FactorizedEmbedding
 from .embedding.token import TokenEmbedding
@@ -138,6 +139,7 @@ BUILTIN_CONVERTERS = (
     MBartConverter(),
     M2M100Converter(),
     GptOssConverter(),
+    Starcoder2Converter(),
 )
 
 

@@ -165,6 +165,29 @@ PUBLISHED: dict[str, tuple[str, dict]] = {
             tie_word_embeddings=True,
         ),
     ),
+    "starcoder2-3b": (
+        "Starcoder2Config",
+        dict(
+            vocab_size=49152,
+            hidden_size=3072,
+            intermediate_size=12288,
+            num_hidden_layers=30,
+            num_attention_heads=24,
+            num_key_value_heads=2,
+            max_position_embeddings=16384,
+            norm_epsilon=1e-5,
+            rope_parameters={**ROPE, "rope_theta": 999999.4420358813},
+            sliding_window=4096,
+            use_bias=True,
+            hidden_act="gelu_pytorch_tanh",
+            attention_dropout=0.1,
+            residual_dropout=0.1,
+            embedding_dropout=0.1,
+            tie_word_embeddings=True,
+            bos_token_id=0,
+            eos_token_id=0,
+        ),
+    ),
 }
 
 # encoder-decoders (the values of each model card's config.json)
@@ -274,6 +297,7 @@ CAUSAL_LM = {
     "PegasusConfig": "PegasusForConditionalGeneration",
     "MBartConfig": "MBartForConditionalGeneration",
     "M2M100Config": "M2M100ForConditionalGeneration",
+    "Starcoder2Config": "Starcoder2ForCausalLM",
 }
 
 # GPT-OSS (openai/gpt-oss-20b's config.json without its MXFP4 quantization_config)

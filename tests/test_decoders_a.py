@@ -45,6 +45,18 @@ CASES: dict[str, tuple[str, str, dict]] = {
         "ForCausalLM",
         dict(n_embd=32, n_layer=2, n_head=4, n_positions=64, multi_query=False),
     ),
+    "starcoder2": (  # GQA, biases, a sliding window shorter than the prompts
+        "Starcoder2",
+        "ForCausalLM",
+        dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            sliding_window=5,
+        ),
+    ),
 }
 
 
@@ -150,3 +162,16 @@ def test_the_table_exports_the_checkpoint_tensors(tmp_path, case):
     assert set(saved) <= set(back)
     for key, value in saved.items():
         assert torch.equal(back[key], value), (case, key)
+
+
+def test_starcoder2_window_is_shorter_than_the_sequence_and_matters(tmp_path):
+    ref, ours = imported(tmp_path, "starcoder2")
+    assert ours.spec.data["attention"]["kind"] == "local"
+    assert ours.spec.data["attention"]["window"] == 5
+    ref.config.sliding_window = None  # transformers without the window: other logits
+    ids, _ = padded_batch(V)
+    with torch.no_grad():
+        full = ref(input_ids=ids).logits
+        got = ours(ids).logits
+    assert (got[:, :5] - full[:, :5]).abs().max().item() <= 1e-4  # inside the window: same
+    assert (got[:, 5:] - full[:, 5:]).abs().max().item() > 1e-3
