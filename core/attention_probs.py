@@ -28,13 +28,14 @@ def attention_probs(
     bias: Tensor | None = None,
     keep: Tensor | None = None,
     sinks: Tensor | None = None,
+    softcap: float | None = None,
 ) -> Tensor:
     """Probabilities (B, H, Tq, Tk) of q (B, H, Tq, hd) over k (B, Hkv, Tk, hd).
 
     `bias` is an additive score term (broadcast to (B, H, Tq, Tk)); `keep` a further bool
     mask (a sparse pattern); `sinks` (H,) per-head logits that join each denominator (the
-    row then sums to less than 1). Masked keys get exactly 0, and a query with no key a row
-    of 0.
+    row then sums to less than 1); `softcap` caps the biased scores to cap * tanh(s / cap).
+    Masked keys get exactly 0, and a query with no key a row of 0.
     """
     H, Hkv, Tq, Tk = q.shape[1], k.shape[1], q.shape[2], k.shape[2]
     if Hkv != H:
@@ -42,6 +43,8 @@ def attention_probs(
     scores = (q.float() @ k.float().transpose(-1, -2)) * scale  # (B, H, Tq, Tk)
     if bias is not None:
         scores = scores + bias.float()
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
     allowed = allowed_keys(mask, Tq, Tk, q.device)
     if keep is not None:
         allowed = keep if allowed is None else allowed & keep

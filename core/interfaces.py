@@ -266,16 +266,24 @@ class Attention(Component):
         keep: Tensor | None = None,
         probs: Tensor | None = None,
         sinks: Tensor | None = None,
+        softcap: float | None = None,
     ) -> None:
         """When `ctx.want_probs`, store the probabilities (B, H, Tq, Tk) in `ctx.probs`: the
-        given `probs`, or the core's recomputation from q, k, the mask, bias, `keep` and
-        per-head sink logits `sinks` (H,)."""
+        given `probs`, or the core's recomputation from q, k, the mask, bias, `keep`,
+        per-head sink logits `sinks` (H,) and a score soft-cap."""
         if ctx.want_probs:
             ctx.probs = (
                 probs
                 if probs is not None
                 else _probs.attention_probs(
-                    q, k, ctx.mask, scale=scale, bias=bias, keep=keep, sinks=sinks
+                    q,
+                    k,
+                    ctx.mask,
+                    scale=scale,
+                    bias=bias,
+                    keep=keep,
+                    sinks=sinks,
+                    softcap=softcap,
                 )
             )
 

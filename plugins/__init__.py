@@ -25,6 +25,7 @@ from .converters.bert import BertConverter, RobertaConverter
 from .converters.bloom import BloomConverter
 from .converters.falcon import FalconConverter
 from .converters.gemma import GemmaConverter
+from .converters.gemma2 import Gemma2Converter
 from .converters.gpt2 import GPT2Converter
 from .converters.gpt_bigcode import GPTBigCodeConverter
 from .converters.gpt_neo import GPTNeoConverter
@@ -124,6 +125,7 @@ BUILTIN_CONVERTERS = (
     MistralConverter(),
     MixtralConverter(),
     GemmaConverter(),
+    Gemma2Converter(),
     OpenAIGPTConverter(),
     SmolLM3Converter(),
     Qwen2Converter(),

@@ -40,6 +40,7 @@ def test_resolved_spec_has_every_default_explicit():
         "sinks": False,  # added with GPT-OSS
         "qk_norm_bias": True,  # added with StableLM
         "clip_qkv": None,  # added with MPT
+        "softcap": None,  # added with Gemma 2
     }
     assert spec.data["sharing"] == {"kind": "none"}
     assert spec.data["init_std"] == 0.02

@@ -34,9 +34,11 @@ def mask_flex(
     *,
     scale: float | None,
     return_lse: bool = False,
+    score_mod: Any = None,
 ) -> Any:
     """FlexAttention under the mask's BlockMask (made once per forward): (B, H, Tq, hd), and
-    with `return_lse` also the logsumexp (B, H, Tq) of each query's scaled scores."""
+    with `return_lse` also the logsumexp (B, H, Tq) of each query's scaled scores;
+    `score_mod` changes the scaled scores first (soft-capping)."""
     global _compiled_flex
     if _flex_attention is None:
         raise RuntimeError("FlexAttention is not available in this version of torch")
@@ -47,6 +49,8 @@ def mask_flex(
         run = _compiled_flex
     block_mask = mask.block_mask(batch=q.shape[0])
     kwargs = {"block_mask": block_mask, "scale": scale, "enable_gqa": q.shape[1] != k.shape[1]}
+    if score_mod is not None:
+        kwargs["score_mod"] = score_mod
     if not return_lse:
         return run(q, k, v, **kwargs)
     if AuxRequest is None:

@@ -73,12 +73,24 @@ class LocalAttention(SparseAttention):
         keep = keep & (key_index[None] >= 0)  # (Tq, S)
         keep = keep[None] & key_valid[:, None, :]  # (B, Tq, S)
         out = masked_sdpa(
-            q, keys, values, keep[:, None], scale=self.scale, sinks=self.sinks
+            q,
+            keys,
+            values,
+            keep[:, None],
+            scale=self.scale,
+            sinks=self.sinks,
+            softcap=self.cfg.softcap,
         )  # (B, H, Tq, hd)
         if ctx.want_probs:  # over the window's keys, scattered to their sequence positions
             scale = self.scale if self.scale is not None else self.head_dim**-0.5
             probs = attention_probs(
-                q, keys, None, scale=scale, keep=keep[:, None], sinks=self.sinks
+                q,
+                keys,
+                None,
+                scale=scale,
+                keep=keep[:, None],
+                sinks=self.sinks,
+                softcap=self.cfg.softcap,
             )
             self.record_probs(
                 ctx, q, keys, scale=scale, probs=scatter_keys(probs, key_index, ctx.mask.k_len)

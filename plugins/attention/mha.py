@@ -12,7 +12,9 @@ from torch import Tensor, nn
 from archzoo.component import Capabilities, param
 from archzoo.interfaces import Attention, AttentionContext, NormFactory
 
-from .sinks import sink_attention, softmax_with_sinks
+from .flex import flex_available, mask_flex
+from .sinks import flex_with_sinks, sink_attention
+from .softcap import capped_probs, softcap_score_mod
 
 
 class MultiHeadAttention(Attention):
@@ -41,6 +43,9 @@ class MultiHeadAttention(Attention):
         )
         sinks: bool = param(
             False, "a learned logit per head in every softmax denominator, no value (GPT-OSS)"
+        )
+        softcap: float | None = param(
+            None, "soft-cap scores to cap * tanh(s / cap) before the softmax (Gemma 2)", gt=0.0
         )
 
     def __init__(
@@ -164,7 +169,17 @@ class MultiHeadAttention(Attention):
         scale = self.scale if self.scale is not None else self.head_dim**-0.5
         if ctx.position is not None:
             bias = ctx.position.score_bias(ctx.position_state, q, k, scale)
-        if ctx.position is not None and ctx.position.capabilities.values:
+        values = ctx.position is not None and ctx.position.capabilities.values
+        if self.cfg.softcap is not None and not values and self._flex_capped(q, bias):
+            cap = self.cfg.softcap
+            self.record_probs(ctx, q, k, scale=scale, sinks=self.sinks, softcap=cap)
+            if self.sinks is None:
+                out = mask_flex(q, k, v, ctx.mask, scale=scale, score_mod=softcap_score_mod(cap))
+            else:
+                out = flex_with_sinks(
+                    q, k, v, ctx.mask, self.sinks, scale=scale, score_mod=softcap_score_mod(cap)
+                )
+        elif values or self.cfg.softcap is not None:
             out = self._attend_with_probs(q, k, v, ctx, bias)
         elif self.sinks is not None:
             self.record_probs(ctx, q, k, scale=scale, bias=bias, sinks=self.sinks)
@@ -193,21 +208,27 @@ class MultiHeadAttention(Attention):
         out = out.transpose(1, 2).reshape(B, Tq, self.q_dim)  # (B, Tq, H*hd)
         return self.out(out)
 
+    def _flex_capped(self, q: Tensor, bias: Tensor | None) -> bool:
+        """Whether soft-capped scores go through FlexAttention (CUDA or compiled, no bias or
+        dropout) rather than the explicit path."""
+        fast = q.device.type == "cuda" or torch.compiler.is_compiling()
+        return fast and flex_available() and bias is None and not (self.training and self.dropout)
+
     def _attend_with_probs(
         self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext, bias: Tensor | None
     ) -> Tensor:
-        """Explicit softmax path for positions that act on the values (Shaw's a^V)."""
+        """Explicit softmax path: soft-capped scores, and positions that act on the values
+        (Shaw's a^V)."""
         if self.n_kv != self.n_heads:
             k = k.repeat_interleave(self.n_heads // self.n_kv, dim=1)  # (B, H, Tk, hd)
             v = v.repeat_interleave(self.n_heads // self.n_kv, dim=1)
         scale = self.scale if self.scale is not None else self.head_dim**-0.5
-        scores = (q @ k.transpose(-1, -2)) * scale  # (B, H, Tq, Tk)
-        if bias is not None:
-            scores = scores + bias.to(scores.dtype)
-        keep = ctx.mask.dense()
-        if keep is not None:
-            scores = scores.masked_fill(~keep, torch.finfo(q.dtype).min)
-        probs = scores.softmax(-1) if self.sinks is None else softmax_with_sinks(scores, self.sinks)
+        probs = capped_probs(
+            q, k, ctx.mask.dense(), scale=scale, cap=self.cfg.softcap, bias=bias, sinks=self.sinks
+        )  # (B, H, Tq, Tk)
         self.record_probs(ctx, q, k, scale=scale, probs=probs)
         probs = F.dropout(probs, self.dropout, self.training)
-        return probs @ v + ctx.position.value_bias(ctx.position_state, probs)
+        out = probs @ v  # (B, H, Tq, hd)
+        if ctx.position is not None and ctx.position.capabilities.values:
+            out = out + ctx.position.value_bias(ctx.position_state, probs)
+        return out

@@ -12,7 +12,7 @@ p_j = exp(s_j) / (sum_i exp(s_i) + exp(sink_h)). Two exact ways onto the fast ke
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -60,10 +60,18 @@ def sink_correction(out: Tensor, lse: Tensor, sinks: Tensor) -> Tensor:
 
 
 def flex_with_sinks(
-    q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, sinks: Tensor, *, scale: float | None
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: AttentionMask,
+    sinks: Tensor,
+    *,
+    scale: float | None,
+    score_mod: Any = None,
 ) -> Tensor:
-    """FlexAttention under the mask, the sink folded in through the logsumexp."""
-    out, lse = mask_flex(q, k, v, mask, scale=scale, return_lse=True)
+    """FlexAttention under the mask, the sink folded in through the logsumexp (of the scores
+    `score_mod` changed, when given)."""
+    out, lse = mask_flex(q, k, v, mask, scale=scale, return_lse=True, score_mod=score_mod)
     return sink_correction(out, lse, sinks)
 
 

@@ -32,6 +32,7 @@ from archzoo.masks import AttentionMask, Pattern
 from .flex import flex_available, mask_flex
 from .mha import MultiHeadAttention
 from .sinks import flex_with_sinks, sink_sdpa
+from .softcap import capped_attention, softcap_score_mod
 
 SparsePattern = Pattern  # the predicate + block layout a mask carries (archzoo.masks)
 
@@ -70,9 +71,14 @@ def mask_sdpa(
     scale: float | None,
     dropout_p: float,
     sinks: Tensor | None = None,
+    softcap: float | None = None,
 ) -> Tensor:
-    """SDPA under a mask's dense materialisation (with per-head `sinks` (H,) when given); a
-    query with no allowed key gets zeros."""
+    """SDPA under a mask's dense materialisation (with per-head `sinks` (H,) when given; the
+    explicit path when scores are soft-capped); a query with no allowed key gets zeros."""
+    if softcap is not None:
+        return capped_attention(
+            q, k, v, mask, scale=scale, cap=softcap, sinks=sinks, dropout_p=dropout_p
+        )
     if sinks is not None:
         out = sink_sdpa(q, k, v, mask.dense(), sinks, scale=scale, dropout_p=dropout_p)
         return mask.zero_empty_rows(out)
@@ -97,10 +103,11 @@ def masked_sdpa(
     scale: float | None,
     dropout_p: float = 0.0,
     sinks: Tensor | None = None,
+    softcap: float | None = None,
 ) -> Tensor:
     """SDPA under a bool keep mask (B, 1, Tq, Tk); a query with no allowed key gets zeros."""
     mask = AttentionMask.from_keep(keep)
-    return mask_sdpa(q, k, v, mask, scale=scale, dropout_p=dropout_p, sinks=sinks)
+    return mask_sdpa(q, k, v, mask, scale=scale, dropout_p=dropout_p, sinks=sinks, softcap=softcap)
 
 
 def pattern_mask(
@@ -155,10 +162,11 @@ def dense_attention(
     key_padding: Tensor | None = None,
     scale: float | None = None,
     dropout_p: float = 0.0,
+    softcap: float | None = None,
 ) -> Tensor:
     """Reference: the full masked computation. q (B, H, Tq, hd), k/v (B, Hkv, Tk, hd)."""
     mask = pattern_mask(pattern, q, k, causal=causal, key_padding=key_padding)
-    return mask_sdpa(q, k, v, mask, scale=scale, dropout_p=dropout_p)
+    return mask_sdpa(q, k, v, mask, scale=scale, dropout_p=dropout_p, softcap=softcap)
 
 
 def _rows_attention(
@@ -172,6 +180,7 @@ def _rows_attention(
     scale: float | None,
     dropout_p: float,
     sinks: Tensor | None = None,
+    softcap: float | None = None,
 ) -> Tensor:
     """Global query rows (B, G) (-1: none), which see every key: (B, H, G, hd)."""
     B, H, T, hd = q.shape
@@ -185,7 +194,7 @@ def _rows_attention(
     if key_padding is not None:
         keep = keep & key_padding[:, None, :]
     return masked_sdpa(
-        q_rows, k, v, keep[:, None], scale=scale, dropout_p=dropout_p, sinks=sinks
+        q_rows, k, v, keep[:, None], scale=scale, dropout_p=dropout_p, sinks=sinks, softcap=softcap
     )  # (B, 1, G, T)
 
 
@@ -201,6 +210,7 @@ def blocked_attention(
     dropout_p: float = 0.0,
     global_qkv: tuple[Tensor, Tensor, Tensor] | None = None,
     sinks: Tensor | None = None,
+    softcap: float | None = None,
 ) -> Tensor:
     """Block-gathered attention in O(n * w): each query block sees only its layout's key blocks.
 
@@ -256,7 +266,9 @@ def blocked_attention(
     keep = keep & kmask
     keep = keep if keep.dim() == 4 else keep[None]
     keep = keep.expand(B, nb, bs, K * bs).reshape(B * nb, 1, bs, K * bs)
-    out = masked_sdpa(qb, kg, vg, keep, scale=scale, dropout_p=dropout_p, sinks=sinks)
+    out = masked_sdpa(
+        qb, kg, vg, keep, scale=scale, dropout_p=dropout_p, sinks=sinks, softcap=softcap
+    )
     # (B*nb, H, bs, hd)
     out = out.transpose(1, 2).reshape(B, Tp, H, hd)[:, :T]  # (B, T, H, hd)
     out = out.transpose(1, 2)  # (B, H, T, hd)
@@ -274,6 +286,7 @@ def blocked_attention(
         scale=scale,
         dropout_p=dropout_p,
         sinks=sinks,
+        softcap=softcap,
     )  # (B, H, G, hd)
     b_idx, g_idx = (rows >= 0).nonzero(as_tuple=True)
     out = out.transpose(1, 2)  # (B, T, H, hd)
@@ -290,10 +303,12 @@ def flex_attention(
     causal: bool,
     key_padding: Tensor | None = None,
     scale: float | None = None,
+    softcap: float | None = None,
 ) -> Tensor:
     """FlexAttention with a block mask from the pattern's predicate (no dropout)."""
     mask = pattern_mask(pattern, q, k, causal=causal, key_padding=key_padding)
-    return mask_flex(q, k, v, mask, scale=scale)
+    score_mod = None if softcap is None else softcap_score_mod(softcap)
+    return mask_flex(q, k, v, mask, scale=scale, score_mod=score_mod)
 
 
 def sparse_attention(
@@ -308,10 +323,21 @@ def sparse_attention(
     dropout_p: float = 0.0,
     impl: str = "auto",
     global_qkv: tuple[Tensor, Tensor, Tensor] | None = None,
+    softcap: float | None = None,
 ) -> Tensor:
     """Run a pattern by the chosen path; 'auto' picks flex (compiled/CUDA), else blocked."""
     mask = pattern_mask(pattern, q, k, causal=causal, key_padding=key_padding)
-    return attend(q, k, v, mask, scale=scale, dropout_p=dropout_p, impl=impl, global_qkv=global_qkv)
+    return attend(
+        q,
+        k,
+        v,
+        mask,
+        scale=scale,
+        dropout_p=dropout_p,
+        impl=impl,
+        global_qkv=global_qkv,
+        softcap=softcap,
+    )
 
 
 def attend(
@@ -325,6 +351,7 @@ def attend(
     impl: str = "auto",
     global_qkv: tuple[Tensor, Tensor, Tensor] | None = None,
     sinks: Tensor | None = None,
+    softcap: float | None = None,
 ) -> Tensor:
     """Attention under a mask that carries a pattern, by the path `impl` names ('auto': flex
     when compiled or on CUDA, else blocked when queries and keys coincide, else dense);
@@ -339,9 +366,10 @@ def attend(
         )
         impl = "flex" if use_flex else ("blocked" if blockable else "dense")
     if impl == "flex":
+        score_mod = None if softcap is None else softcap_score_mod(softcap)
         if sinks is not None:
-            return flex_with_sinks(q, k, v, mask, sinks, scale=scale)
-        return mask_flex(q, k, v, mask, scale=scale)
+            return flex_with_sinks(q, k, v, mask, sinks, scale=scale, score_mod=score_mod)
+        return mask_flex(q, k, v, mask, scale=scale, score_mod=score_mod)
     if impl == "blocked" and blockable:
         return blocked_attention(
             q,
@@ -354,10 +382,11 @@ def attend(
             dropout_p=dropout_p,
             global_qkv=global_qkv,
             sinks=sinks,
+            softcap=softcap,
         )
     if global_qkv is not None:
         raise ValueError("separate global projections need the blocked path (no KV cache)")
-    return mask_sdpa(q, k, v, mask, scale=scale, dropout_p=dropout_p, sinks=sinks)
+    return mask_sdpa(q, k, v, mask, scale=scale, dropout_p=dropout_p, sinks=sinks, softcap=softcap)
 
 
 # ---------------------------------------------------------------- the component base
@@ -420,13 +449,19 @@ class SparseAttention(MultiHeadAttention):
             return
         scale = self.scale if self.scale is not None else self.head_dim**-0.5
         self.record_probs(
-            ctx, q, k, scale=scale, keep=mask.allowed(), sinks=self.sinks
+            ctx, q, k, scale=scale, keep=mask.allowed(), sinks=self.sinks, softcap=self.cfg.softcap
         )  # (B, H, Tq, Tk)
         if global_qkv is None:
             return
         local = ctx.probs
         self.record_probs(
-            ctx, global_qkv[0], global_qkv[1], scale=scale, keep=mask.allowed(), sinks=self.sinks
+            ctx,
+            global_qkv[0],
+            global_qkv[1],
+            scale=scale,
+            keep=mask.allowed(),
+            sinks=self.sinks,
+            softcap=self.cfg.softcap,
         )
         T = k.shape[2]
         rows = mask.pattern.global_queries(T, q.device)  # (G,) or (B, G), -1 for none
@@ -456,6 +491,7 @@ class SparseAttention(MultiHeadAttention):
             impl="blocked" if global_qkv is not None else self.cfg.impl,
             global_qkv=global_qkv,
             sinks=self.sinks,
+            softcap=self.cfg.softcap,
         )
         out = out.transpose(1, 2).reshape(B, Tq, self.q_dim)  # (B, Tq, H*hd)
         return self.out(out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from archzoo.converter import Values, parse_fields, spec_parts
 
+from .common import decoder_tasks, lm_task
 from .llama import LlamaConverter
 
 GATED = Values({"gelu_pytorch_tanh": "geglu_tanh", "gelu": "geglu", "silu": "swiglu"})
@@ -22,12 +23,10 @@ class GemmaConverter(LlamaConverter):
         ),
     }
     fields = (
-        *(f for f in LlamaConverter.fields if f.hf != "tie_word_embeddings"),
+        *LlamaConverter.fields,
         *parse_fields(
-            """
-            hidden_activation|hidden_act    ffn.activation      gelu_pytorch_tanh   GATED
-            tie_word_embeddings             head.tie            True
-            """,
+            "hidden_activation|hidden_act    ffn.activation      gelu_pytorch_tanh   GATED",
             GATED=GATED,
         ),
     )
+    tasks = decoder_tasks("ForCausalLM", lm_task(True), token="score")  # tied by default

@@ -42,3 +42,5 @@ MLM_BIAS = "head.bias"  # mlm: a tensor (the decoder bias under a second name), 
 HEAD_POOLER = "head.pooler"  # none / classifier: BERT's dense + tanh on the first token
 CLASSIFIER = "head.classifier"  # classifier, token_classifier: the label projection
 QA = "head.qa_outputs"  # question_answering: (start, end) logits
+ATTN_OUT_NORM = BLOCK + "attention_out_norm"  # sandwich_ln: the norm after attention
+FFN_OUT_NORM = BLOCK + "ffn_out_norm"  # sandwich_ln: the norm after the ffn

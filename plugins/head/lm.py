@@ -26,6 +26,9 @@ class LMHead(Head):
         bias: bool = param(False, "a learned bias per vocabulary entry")
         fixed_bias: bool = param(False, "a bias kept as a buffer, not trained (BART)")
         rescale: bool = param(False, "multiply hidden states by d_model^-0.5 first (tied T5)")
+        softcap: float | None = param(
+            None, "soft-cap logits to cap * tanh(logits / cap) (Gemma 2)", gt=0.0
+        )
 
     def __init__(self, cfg: Any, dims: Any, *, embedding: Embedding, family: str, **_: Any) -> None:
         super().__init__(cfg, dims)
@@ -52,7 +55,11 @@ class LMHead(Head):
 
     def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         logits = self.proj(self.features(hidden))  # (B, T, V)
-        return logits if self.fixed_bias is None else logits + self.fixed_bias
+        if self.fixed_bias is not None:
+            logits = logits + self.fixed_bias
+        if self.cfg.softcap is not None:
+            logits = torch.tanh(logits / self.cfg.softcap) * self.cfg.softcap
+        return logits
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
         return token_cross_entropy(logits, labels, shift=self.shift)
@@ -60,7 +67,10 @@ class LMHead(Head):
     def hidden_loss(
         self, hidden: Tensor, labels: Tensor, attention_mask: Tensor | None = None
     ) -> Tensor:
-        """The same loss, a chunk of tokens at a time: full logits never exist."""
+        """The same loss, a chunk of tokens at a time: full logits never exist (soft-capped
+        logits are made whole: the chunked loss has no cap)."""
+        if self.cfg.softcap is not None:
+            return self.loss(self(hidden), labels)
         bias = self.proj.bias
         if self.fixed_bias is not None:
             bias = self.fixed_bias if bias is None else bias + self.fixed_bias

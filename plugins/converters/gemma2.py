@@ -1,0 +1,95 @@
+"""Gemma 2: Gemma with a norm before and after each sublayer (sandwich), soft-capped attention
+scores and final logits, a `query_pre_attn_scalar`^-1/2 score scale, and sliding-window
+layers (`layer_types`, every other one by default) between global ones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from archzoo.converter import ConversionError, Field, spec_parts
+
+from .common import TASK_LM, decoder_tasks, table, tie
+from .common import task as make_task
+from .gemma import GemmaConverter
+from .llama import MLP_TENSORS, ROTARY_BUFFER
+
+SANDWICH_TENSORS = """
+        embed_tokens                            WORD
+        layers.{i}.input_layernorm              ATTN_NORM
+        layers.{i}.self_attn.(q_proj,k_proj,v_proj,o_proj)      Q,K,V,ATTN_OUT
+        layers.{i}.post_attention_layernorm     ATTN_OUT_NORM
+        layers.{i}.pre_feedforward_layernorm    FFN_NORM
+        layers.{i}.post_feedforward_layernorm   FFN_OUT_NORM
+        norm                                    FINAL_NORM
+"""
+FINAL_SOFTCAP = Field("final_logit_softcapping", "head.softcap", None)
+
+
+def capped_lm_task() -> Any:
+    """A tied causal-LM head whose logits are soft-capped by `final_logit_softcapping`."""
+    return make_task("kind: lm", TASK_LM, fields=(tie(True), FINAL_SOFTCAP))
+
+
+def layer_slice(indices: list[int], n: int) -> list[int] | str:
+    """Evenly spaced layer indices as 'start:stop:step' (stop n when they run to the end)."""
+    steps = {b - a for a, b in zip(indices, indices[1:], strict=False)}
+    if len(indices) < 2 or len(steps) != 1:
+        return indices
+    step = steps.pop()
+    stop = n if indices[-1] + step >= n else indices[-1] + 1
+    return f"{indices[0]}:{stop}:{step}"
+
+
+def sliding_layers(spec: dict[str, Any], config: dict[str, Any], default_every: int) -> None:
+    """`layer_types` (else every `default_every`-th layer global) as `layers:` entries that
+    make the sliding layers `local` attention of `sliding_window` keys."""
+    n = spec["n_layers"]
+    kinds = config.get("layer_types") or [
+        "full_attention" if (i + 1) % default_every == 0 else "sliding_attention" for i in range(n)
+    ]
+    unknown = set(kinds) - {"sliding_attention", "full_attention"}
+    if unknown or len(kinds) != n:
+        raise ConversionError(
+            f"config.json layer_types={kinds!r}: expected {n} entries of "
+            "'sliding_attention' / 'full_attention'"
+        )
+    sliding = [i for i, kind in enumerate(kinds) if kind == "sliding_attention"]
+    window = config.get("sliding_window")
+    if not sliding:
+        return
+    if window is None:
+        raise ConversionError("config.json has sliding_attention layers but no sliding_window")
+    local = {**spec["attention"], "kind": "local", "window": int(window)}
+    if len(sliding) == n:
+        spec["attention"] = local
+    else:
+        spec["layers"] = [
+            *spec.get("layers", []),
+            {"select": layer_slice(sliding, n), "attention": local},
+        ]
+
+
+class Gemma2Converter(GemmaConverter):
+    model_type = "gemma2"
+    hf_prefix = "Gemma2"
+    fixed = {**GemmaConverter.fixed, **spec_parts("block: sandwich_ln")}
+    fields = (
+        *GemmaConverter.fields,
+        Field("attn_logit_softcapping", "attention.softcap", None),
+    )
+    tasks = decoder_tasks("ForCausalLM", capped_lm_task(), token="score")
+    tensors = table(
+        SANDWICH_TENSORS + MLP_TENSORS,
+        prefixes=("model.", "transformer.", ""),
+        ignore=ROTARY_BUFFER,
+    )
+
+    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        """Score scale from query_pre_attn_scalar, and the sliding-window layers."""
+        if config.get("use_bidirectional_attention"):
+            raise ConversionError("config.json use_bidirectional_attention=true is not supported")
+        super().adjust(spec, config)
+        scalar = config.get("query_pre_attn_scalar")
+        if scalar is not None:
+            spec["attention"]["scale"] = float(scalar) ** -0.5
+        sliding_layers(spec, config, default_every=2)
