@@ -88,6 +88,7 @@ class Position(Component):
     def __init__(self, cfg: Any = None, dims: Any = None, *, causal: bool = False) -> None:
         super().__init__(cfg, dims)
         self.causal = causal
+        self.per_layer = False  # True: each layer sees layer_state(state, layer) (UMT5)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -110,6 +111,11 @@ class Position(Component):
     def prepare(self, q_pos: Tensor, k_pos: Tensor) -> Any:
         """Per-forward state from (B, Tq) query and (B, Tk) key positions."""
         return None
+
+    def layer_state(self, state: Any, layer: int) -> Any:
+        """What layer `layer` of the stack sees of `prepare`'s state, when `per_layer` is set
+        (a position with parameters of its own per layer, like UMT5's bias tables)."""
+        return state
 
     def rotate(self, state: Any, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         """Transform new queries (B, H, Tq, hd) and new keys (B, Hkv, Tq, hd)."""

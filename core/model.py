@@ -131,17 +131,21 @@ class Stack(nn.Module):
             )
             cross_ctx = AttentionContext(cross_mask)
         recompute = self.checkpointing and self.training and torch.is_grad_enabled()
+        per_layer = self.position.per_layer
         for j, i in enumerate(self.layer_map):
+            lctx = ctx
+            if per_layer:  # a position with parameters per layer (UMT5)
+                lctx = replace(ctx, position_state=self.position.layer_state(state, j))
             if record is not None:
-                x = self._recorded_layer(j, i, x, ctx, memory, cross_ctx, cache, record)
+                x = self._recorded_layer(j, i, x, lctx, memory, cross_ctx, cache, record)
                 continue
             if recompute:  # keep only block inputs; recompute the rest in backward
-                x = checkpoint(self.blocks[i], x, ctx, memory, cross_ctx, use_reentrant=False)
+                x = checkpoint(self.blocks[i], x, lctx, memory, cross_ctx, use_reentrant=False)
                 continue
             if cache is None:
-                x = self.blocks[i](x, ctx, memory, cross_ctx)
+                x = self.blocks[i](x, lctx, memory, cross_ctx)
                 continue
-            layer_ctx = replace(ctx, cache=cache.layers[j])
+            layer_ctx = replace(lctx, cache=cache.layers[j])
             layer_cross = (
                 replace(cross_ctx, cache=cache.cross[j]) if cross_ctx is not None else None
             )

@@ -46,6 +46,7 @@ from .converters.smollm3 import SmolLM3Converter
 from .converters.stablelm import StableLmConverter
 from .converters.starcoder2 import Starcoder2Converter
 from .converters.t5 import T5Converter
+from .converters.umt5 import UMT5Converter
 from .embedding.factorized import FactorizedEmbedding
 from .embedding.token import TokenEmbedding
 from .ffn.glu import GLUFeedForward
@@ -142,6 +143,7 @@ BUILTIN_CONVERTERS = (
     M2M100Converter(),
     GptOssConverter(),
     Starcoder2Converter(),
+    UMT5Converter(),
 )
 
 

@@ -13,6 +13,7 @@ TOKEN_TYPE = "{s}.embedding.token_type"
 EMBED_NORM = "{s}.embedding.norm"
 EMBED_PROJECT = "{s}.embedding.project"  # factorized embedding: width E -> d_model
 POSITION = "{s}.position.table"  # learned table or T5's bucket bias
+POSITION_LAYER = "{s}.position.tables.{i}"  # t5_relative per_layer: layer i's bias (UMT5)
 FINAL_NORM = "{s}.final_norm"
 
 BLOCK = "{s}.blocks.{i}."

@@ -40,10 +40,16 @@ class T5RelativePosition(Position):
     class Config:
         n_buckets: int = param(32, "number of distance buckets", min=2, max=65536)
         max_distance: int = param(128, "distances beyond this share the last bucket", min=2)
+        per_layer: bool = param(False, "one table per layer (UMT5) instead of one per stack")
 
     def __init__(self, cfg: Any, dims: Any, *, causal: bool = False) -> None:
         super().__init__(cfg, dims, causal=causal)
-        self.table = nn.Embedding(cfg.n_buckets, dims.n_heads)
+        self.per_layer = cfg.per_layer
+        if cfg.per_layer:
+            n = dims.n_layers
+            self.tables = nn.ModuleList(nn.Embedding(cfg.n_buckets, dims.n_heads) for _ in range(n))
+        else:
+            self.table = nn.Embedding(cfg.n_buckets, dims.n_heads)
 
     def prepare(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         distance = k_pos[:, None, :] - q_pos[:, :, None]  # (B, Tq, Tk)
@@ -53,7 +59,12 @@ class T5RelativePosition(Position):
             n_buckets=self.cfg.n_buckets,
             max_distance=self.cfg.max_distance,
         )
+        if self.per_layer:
+            return buckets  # each layer looks its own table up in layer_state
         return self.table(buckets).permute(0, 3, 1, 2)  # (B, H, Tq, Tk)
+
+    def layer_state(self, state: Tensor, layer: int) -> Tensor:
+        return self.tables[layer](state).permute(0, 3, 1, 2)  # (B, H, Tq, Tk)
 
     def score_bias(self, state: Any, q: Tensor, k: Tensor, scale: float) -> Tensor:
         return state
