@@ -307,3 +307,14 @@ def test_grouped_and_dense_expert_paths_agree_with_biases(imported):
         grouped = ffn.experts(h, weights, experts)
         dense = ffn.dense_experts(h, weights, experts)
     torch.testing.assert_close(grouped, dense, atol=1e-5, rtol=0)
+
+
+def test_compiled_fullgraph_with_sinks_equals_eager():
+    """Compiled on CPU (no FlexAttention logsumexp there) the sinks take the SDPA path, and
+    the sliding layer the dense one: one graph, the eager logits."""
+    model = sink_model()
+    ids = torch.randint(1, 50, (2, 9), generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        eager = model(ids).logits
+        compiled = torch.compile(model, fullgraph=True)(ids).logits
+    torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=0)

@@ -13,7 +13,7 @@ from archzoo.component import Capabilities, param
 from archzoo.interfaces import Attention, AttentionContext, NormFactory
 
 from .flex import flex_available, mask_flex
-from .sinks import flex_with_sinks, sink_attention
+from .sinks import flex_lse_available, flex_with_sinks, sink_attention
 from .softcap import capped_probs, softcap_score_mod
 
 
@@ -212,7 +212,14 @@ class MultiHeadAttention(Attention):
         """Whether soft-capped scores go through FlexAttention (CUDA or compiled, no bias or
         dropout) rather than the explicit path."""
         fast = q.device.type == "cuda" or torch.compiler.is_compiling()
-        return fast and flex_available() and bias is None and not (self.training and self.dropout)
+        lse = self.sinks is None or flex_lse_available(q)  # sinks need FlexAttention's logsumexp
+        return (
+            fast
+            and lse
+            and flex_available()
+            and bias is None
+            and not (self.training and self.dropout)
+        )
 
     def _attend_with_probs(
         self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext, bias: Tensor | None

@@ -59,6 +59,11 @@ def sink_correction(out: Tensor, lse: Tensor, sinks: Tensor) -> Tensor:
     return out * share.to(out.dtype)[..., None]
 
 
+def flex_lse_available(q: Tensor) -> bool:
+    """Whether FlexAttention can return the logsumexp here: on CUDA (compiled CPU cannot)."""
+    return flex_available() and q.device.type == "cuda"
+
+
 def flex_with_sinks(
     q: Tensor,
     k: Tensor,
@@ -87,11 +92,11 @@ def sink_attention(
     dropout_p: float = 0.0,
     impl: Literal["auto", "sdpa", "flex"] = "auto",
 ) -> Tensor:
-    """Dense attention with sinks under a mask: FlexAttention when compiled or on CUDA (no
-    score bias, no dropout), else SDPA with the zero sink key. Rows with no key give 0."""
+    """Dense attention with sinks under a mask: FlexAttention on CUDA (no score bias, no
+    dropout), else SDPA with the zero sink key (compiled CPU FlexAttention has no logsumexp).
+    Rows with no key give 0."""
     if impl == "auto":
-        fast = torch.compiler.is_compiling() or q.device.type == "cuda"
-        use_flex = flex_available() and fast and bias is None and dropout_p == 0.0
+        use_flex = flex_lse_available(q) and bias is None and dropout_p == 0.0
         impl = "flex" if use_flex else "sdpa"
     if impl == "flex":
         if bias is not None or dropout_p:

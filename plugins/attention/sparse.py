@@ -31,7 +31,7 @@ from archzoo.masks import AttentionMask, Pattern
 
 from .flex import flex_available, mask_flex
 from .mha import MultiHeadAttention
-from .sinks import flex_with_sinks, sink_sdpa
+from .sinks import flex_lse_available, flex_with_sinks, sink_sdpa
 from .softcap import capped_attention, softcap_score_mod
 
 SparsePattern = Pattern  # the predicate + block layout a mask carries (archzoo.masks)
@@ -363,8 +363,11 @@ def attend(
             and (torch.compiler.is_compiling() or q.device.type == "cuda")
             and dropout_p == 0.0
             and global_qkv is None
+            and (sinks is None or flex_lse_available(q))
         )
         impl = "flex" if use_flex else ("blocked" if blockable else "dense")
+        if sinks is not None and not use_flex and torch.compiler.is_compiling():
+            impl = "dense"  # no FlexAttention logsumexp here, and blocked is not traceable
     if impl == "flex":
         score_mod = None if softcap is None else softcap_score_mod(softcap)
         if sinks is not None:
