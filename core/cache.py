@@ -137,6 +137,15 @@ class KVCache:
         pad = self.key_padding[:, : self.length] if self.padded else None
         return self.positions[:, : self.length], pad
 
+    def reset(self) -> None:
+        """Forget every cached self-attention token (buffers kept; cross-attention memory too)."""
+        self.length, self.padded = 0, False
+        self.key_padding.fill_(True)
+        for layer in self.layers:
+            layer.length = 0
+            layer.index.fill_(-1)
+            layer.valid.fill_(False)
+
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows `index` in every layer (beam search)."""
         self.positions = self.positions.index_select(0, index)

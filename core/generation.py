@@ -60,7 +60,7 @@ class _Runner:
             attention_mask  # decoder-only: (B, L) over every token so far; None if no padding
         )
         self.encoder_out, self.encoder_mask = encoder_out, encoder_mask
-        self.ids: Tensor | None = None  # every token so far (no-cache path)
+        self.ids: Tensor | None = None  # every token so far
         self.positions: Tensor | None = None
 
     def start(self, ids: Tensor) -> Tensor:
@@ -78,11 +78,14 @@ class _Runner:
         pos = self.positions[:, -1:] + 1
         if self.mask is not None:
             self.mask = torch.cat([self.mask, self.mask.new_ones(self.mask.shape[0], 1)], dim=1)
-        if self.cache is None:
-            self.ids = torch.cat([self.ids, token], dim=1)
-            self.positions = torch.cat([self.positions, pos], dim=1)
-            return self._run(self.ids, self.positions)
+        cached = self.ids.shape[1]
+        self.ids = torch.cat([self.ids, token], dim=1)
         self.positions = torch.cat([self.positions, pos], dim=1)
+        if self.cache is not None and self.model.stale_cache(cached, cached + 1):
+            self.cache.reset()  # the position scheme changed: re-run every token, as HF does
+            return self._run(self.ids, self.positions)
+        if self.cache is None:
+            return self._run(self.ids, self.positions)
         return self._run(token, pos)
 
     def reorder(self, index: Tensor) -> None:

@@ -129,6 +129,11 @@ class Position(Component):
         """
         return None
 
+    def stale_cache(self, cached: int, total: int) -> bool:
+        """Whether keys cached for the first `cached` tokens no longer fit once the sequence is
+        `total` long, so decoding recomputes them (LongRoPE switching to its long factors)."""
+        return False
+
     def value_bias(self, state: Any, probs: Tensor) -> Tensor | None:
         """With `capabilities.values`: (B, H, Tq, hd) added to probs (B, H, Tq, Tk) @ v."""
         return None

@@ -395,6 +395,10 @@ class ZooModel(nn.Module):
         cross = stack_role(self.family, "decoder").cross
         return self.decoder.new_cache(batch, capacity, cross=cross)
 
+    def stale_cache(self, cached: int, total: int) -> bool:
+        """Whether the decoder's position scheme needs its cached keys recomputed at `total`."""
+        return self.decoder is not None and self.decoder.position.stale_cache(cached, total)
+
     def supports_cache(self) -> bool:
         """Whether every decoder layer's attention can decode with a KV cache."""
         return self.decoder is not None and self.decoder.cache_refusal() is None

@@ -41,6 +41,7 @@ from .converters.olmo2 import Olmo2Converter
 from .converters.openai_gpt import OpenAIGPTConverter
 from .converters.opt import OPTConverter
 from .converters.pegasus import PegasusConverter
+from .converters.phi3 import Phi3Converter
 from .converters.qwen import Qwen2Converter, Qwen3Converter, Qwen3MoeConverter
 from .converters.smollm3 import SmolLM3Converter
 from .converters.stablelm import StableLmConverter
@@ -135,6 +136,7 @@ BUILTIN_CONVERTERS = (
     Olmo2Converter(),
     FalconConverter(),
     StableLmConverter(),
+    Phi3Converter(),
     OPTConverter(),
     GPTBigCodeConverter(),
     MarianConverter(),

@@ -208,6 +208,26 @@ PUBLISHED: dict[str, tuple[str, dict]] = {
             eos_token_id=0,
         ),
     ),
+    "phi-3-mini": (
+        "Phi3Config",
+        dict(
+            vocab_size=32064,
+            hidden_size=3072,
+            intermediate_size=8192,
+            num_hidden_layers=32,
+            num_attention_heads=32,
+            num_key_value_heads=32,
+            max_position_embeddings=4096,
+            original_max_position_embeddings=4096,
+            rms_norm_eps=1e-5,
+            rope_parameters={**ROPE, "rope_theta": 10000.0},
+            sliding_window=2047,
+            tie_word_embeddings=False,
+            bos_token_id=1,
+            eos_token_id=32000,
+            pad_token_id=32000,
+        ),
+    ),
 }
 
 # encoder-decoders (the values of each model card's config.json)
@@ -313,6 +333,7 @@ CAUSAL_LM = {
     "Gemma2Config": "Gemma2ForCausalLM",
     "SmolLM3Config": "SmolLM3ForCausalLM",
     "FalconConfig": "FalconForCausalLM",
+    "Phi3Config": "Phi3ForCausalLM",
     "OPTConfig": "OPTForCausalLM",
     "MarianConfig": "MarianMTModel",
     "PegasusConfig": "PegasusForConditionalGeneration",

@@ -12,6 +12,7 @@ from hf_util import V, max_diff_unpadded, padded_batch, perturb, save_hf
 import archzoo
 
 TINY = dict(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4)
+PHI3 = dict(TINY, intermediate_size=48, pad_token_id=0, bos_token_id=1, eos_token_id=2)
 FALCON = dict(TINY, max_position_embeddings=64)
 
 # case -> (transformers class prefix, config keyword arguments)
@@ -51,6 +52,27 @@ CASES: dict[str, tuple[str, dict]] = {
             use_qkv_bias=True,
             qk_layernorm=True,
             use_parallel_residual=True,
+        ),
+    ),
+    "phi3": (  # fused q|k|v and gate|up, GQA
+        "Phi3",
+        dict(PHI3, num_key_value_heads=2, max_position_embeddings=64),
+    ),
+    "phi3-longrope-window": (  # LongRoPE past 16 positions, sliding window, partial rotary
+        "Phi3",
+        dict(
+            PHI3,
+            max_position_embeddings=64,
+            original_max_position_embeddings=16,
+            partial_rotary_factor=0.5,
+            rope_parameters={
+                "rope_type": "longrope",
+                "rope_theta": 10000.0,
+                "partial_rotary_factor": 0.5,
+                "short_factor": [1.0, 1.3],
+                "long_factor": [2.0, 5.0],
+            },
+            sliding_window=6,
         ),
     ),
 }
@@ -174,3 +196,17 @@ def test_kv_grouped_rows_give_q_k_v_blocks_and_back(kv):
     assert torch.equal(back, grouped.reshape(-1, 5))
     bias = grouped[..., 0].reshape(-1)  # a vector (the bias) takes the same path
     assert torch.equal(KVGrouped().forward([bias], ctx)[0], got[:, 0])
+
+
+def test_longrope_recache_marks_the_cache_stale_once_at_the_switch():
+    """Phi-3 recomputes the cache when a sequence first passes original_max_len; plain
+    longrope (and the other schemes) keep cached keys."""
+    _, kwargs = CASES["phi3-longrope-window"]
+    config = hf.Phi3Config(**kwargs).to_dict()
+    spec = archzoo.get_registry().converter("phi3").to_spec(config)
+    assert spec["position"]["recache"] is True and spec["position"]["original_max_len"] == 16
+    phi3 = archzoo.build_model(spec, device="meta")
+    assert [phi3.stale_cache(n, n + 1) for n in (15, 16, 17)] == [False, True, False]
+    spec["position"]["recache"] = False
+    plain = archzoo.build_model(spec, device="meta")
+    assert not any(plain.stale_cache(n, n + 1) for n in (15, 16, 17))

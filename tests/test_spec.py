@@ -81,6 +81,7 @@ ROPE_SCALING_DEFAULTS = {
     "attention_factor": None,
     "short_factor": None,
     "long_factor": None,
+    "recache": False,  # added with Phi-3's cache recomputation
 }
 
 

@@ -66,6 +66,9 @@ class RotaryPosition(Position):
         )
         short_factor: list[float] | None = param(None, "longrope: per-frequency short factors")
         long_factor: list[float] | None = param(None, "longrope: per-frequency long factors")
+        recache: bool = param(
+            False, "longrope: recompute cached keys on passing original_max_len (HF's Phi-3)"
+        )
 
     def __init__(self, cfg: Any, dims: Any, *, causal: bool = False) -> None:
         super().__init__(cfg, dims, causal=causal)
@@ -92,6 +95,12 @@ class RotaryPosition(Position):
         inv_freq, factor = scaled_inv_freq(self.cfg, self.rot_dim, self.dims.max_len, q_pos)
         angles = rotary_angles(q_pos, self.rot_dim, self.cfg.base, inv_freq)[:, None]
         return angles.cos() * factor, angles.sin() * factor
+
+    def stale_cache(self, cached: int, total: int) -> bool:
+        """LongRoPE with `recache`: keys rotated with the short factors go stale when a sequence
+        first passes original_max_len (transformers' Phi-3 recomputes them with the long ones)."""
+        limit = self.cfg.original_max_len
+        return self.cfg.scaling == "longrope" and self.cfg.recache and cached <= limit < total
 
     def rotate(self, state: Any, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         cos, sin = state
