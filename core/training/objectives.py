@@ -119,10 +119,13 @@ def _special_ids(specials: Specials) -> Tensor:
     return torch.tensor([i for i in vars(specials).values() if i is not None], dtype=torch.long)
 
 
-class MaskedLM(StreamObjective):
-    """BERT's MLM: 15% of (non-special) tokens predicted; 80% become mask, 10% random, 10% kept."""
+class MaskingObjective(StreamObjective):
+    """A stream objective that hides tokens behind the tokenizer's mask token. Its last
+    constructor argument is one number the subclass names in `extra` (MLM: how many ids are
+    regular tokens; denoising: the decoder's start id)."""
 
-    name = "mlm"
+    task = ""  # for the error: what needs the mask token
+    extra = ""  # the attribute the last constructor argument is stored in
 
     def __init__(
         self,
@@ -131,15 +134,23 @@ class MaskedLM(StreamObjective):
         seed: int,
         eval_fraction: float,
         specials: Specials,
-        n_regular: int,
+        value: int,
     ) -> None:
         if specials.mask is None:
             raise ValueError(
-                "--tokenizer: masked-LM training needs a mask token ([MASK] or <mask>)"
+                f"--tokenizer: {self.task} training needs a mask token ([MASK] or <mask>)"
             )
         self.window = seq_len
-        self.n_regular = n_regular
+        setattr(self, self.extra, value)
         super().__init__(data, seq_len, seed, eval_fraction, specials)
+
+
+class MaskedLM(MaskingObjective):
+    """BERT's MLM: 15% of (non-special) tokens predicted; 80% become mask, 10% random, 10% kept."""
+
+    name = "mlm"
+    task, extra = "masked-LM", "n_regular"
+    n_regular: int
 
     def make(self, x: Tensor, g: torch.Generator, n_global: int, rows: slice | Tensor) -> dict:
         T = self.window  # draws for all n_global rows, so each rank's rows match one process
@@ -152,28 +163,13 @@ class MaskedLM(StreamObjective):
         return {"input_ids": inputs, "labels": torch.where(pick, x, IGNORE)}
 
 
-class Denoising(StreamObjective):
+class Denoising(MaskingObjective):
     """Encoder-decoder denoising: the encoder sees the window with 15% masked, the decoder
     rebuilds it with teacher forcing (inputs are the labels shifted right behind a start id)."""
 
     name = "denoising"
-
-    def __init__(
-        self,
-        data: TokenStream,
-        seq_len: int,
-        seed: int,
-        eval_fraction: float,
-        specials: Specials,
-        start_id: int,
-    ) -> None:
-        if specials.mask is None:
-            raise ValueError(
-                "--tokenizer: denoising training needs a mask token ([MASK] or <mask>)"
-            )
-        self.window = seq_len
-        self.start_id = start_id
-        super().__init__(data, seq_len, seed, eval_fraction, specials)
+    task, extra = "denoising", "start_id"
+    start_id: int
 
     def make(self, x: Tensor, g: torch.Generator, n_global: int, rows: slice | Tensor) -> dict:
         pick = torch.rand(n_global, self.window, generator=g)[rows] < MASK_RATE
