@@ -391,6 +391,12 @@ class Head(Component):
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
         raise NotImplementedError(f"head {self.name!r} does not compute a loss")
 
+    def masked_loss(
+        self, logits: Tensor, labels: Tensor, attention_mask: Tensor | None = None
+    ) -> Tensor:
+        """The loss where the padding matters to it (ELECTRA's discriminator); else `loss`."""
+        return self.loss(logits, labels)
+
     def hidden_loss(
         self, hidden: Tensor, labels: Tensor, attention_mask: Tensor | None = None
     ) -> Tensor:
@@ -398,4 +404,4 @@ class Head(Component):
         logits = self(hidden, attention_mask)
         if logits is None:
             raise ValueError(f"head {self.name!r} makes no logits, so labels cannot be used")
-        return self.loss(logits, labels)
+        return self.masked_loss(logits, labels, attention_mask)

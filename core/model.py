@@ -343,7 +343,7 @@ class ZooModel(nn.Module):
                 raise ValueError(
                     f"head {self.head.name!r} makes no logits, so labels cannot be used"
                 )
-            loss = self.head.loss(out, labels)
+            loss = self.head.masked_loss(out, labels, mask)
         aux_loss = None
         if self._aux_groups:
             aux_loss, weighted = pooled_aux_loss(self._aux_groups, attention_mask)

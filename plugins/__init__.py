@@ -21,8 +21,10 @@ from .block.res_post_ln import ResPostLNBlock
 from .block.sandwich_ln import SandwichLNBlock
 from .converters.albert import AlbertConverter
 from .converters.bart import BartConverter
-from .converters.bert import BertConverter, RobertaConverter
+from .converters.bert import BertConverter, RobertaConverter, XLMRobertaConverter
 from .converters.bloom import BloomConverter
+from .converters.distilbert import DistilBertConverter
+from .converters.electra import ElectraConverter
 from .converters.falcon import FalconConverter
 from .converters.gemma import GemmaConverter
 from .converters.gemma2 import Gemma2Converter
@@ -54,6 +56,7 @@ from .ffn.glu import GLUFeedForward
 from .ffn.mlp import MLPFeedForward
 from .ffn.moe import MoEFeedForward
 from .head.classifier import ClassifierHead
+from .head.discriminator import DiscriminatorHead
 from .head.lm import LMHead
 from .head.mlm import MLMHead
 from .head.multiple_choice import MultipleChoiceHead
@@ -111,12 +114,16 @@ BUILTIN_COMPONENTS = (
     TokenClassifierHead,
     QuestionAnsweringHead,
     MultipleChoiceHead,
+    DiscriminatorHead,
 )
 
 BUILTIN_CONVERTERS = (
     BertConverter(),
     AlbertConverter(),
     RobertaConverter(),
+    XLMRobertaConverter(),
+    DistilBertConverter(),
+    ElectraConverter(),
     GPT2Converter(),
     T5Converter(),
     BartConverter(),

@@ -4,12 +4,16 @@ HF's outputs and losses; tiny random models, every parameter perturbed, a right-
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 import transformers as hf
+from click.testing import CliRunner
 from hf_util import V, max_diff_unpadded, perturb, save_hf
 
 import archzoo
+from archzoo.cli.main import main
 
 LAYERS = dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=4, intermediate_size=64)
 # model type -> (HF class prefix, tiny config, the type's pad id, whether it has token types)
@@ -17,15 +21,32 @@ TYPES: dict[str, tuple[str, dict, int, bool]] = {
     "bert": ("Bert", LAYERS, 0, True),
     "roberta": ("Roberta", dict(LAYERS, type_vocab_size=1), 1, False),
     "albert": ("Albert", dict(LAYERS, embedding_size=16), 0, True),
+    "xlm-roberta": ("XLMRoberta", dict(LAYERS, type_vocab_size=1), 1, False),
+    "distilbert": ("DistilBert", dict(n_layers=2, dim=32, n_heads=4, hidden_dim=64), 0, False),
+    "electra": ("Electra", dict(LAYERS, embedding_size=16), 0, True),  # E != d: a projection
 }
-# model type -> the HF architectures (class suffixes) it has, beyond multiple choice
-TASKS: dict[str, tuple[str, ...]] = {}
-MULTIPLE_CHOICE = ("bert", "roberta", "albert")
 PROBLEMS = {
     "single": dict(num_labels=3),
     "regression": dict(num_labels=1),
     "multi": dict(num_labels=3, problem_type="multi_label_classification"),
 }
+BASE = ("Model", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering")
+# model type -> the HF architectures (class suffixes) tested here (the older types' other
+# heads are in tests/test_hf_tasks.py)
+TASKS: dict[str, tuple[str, ...]] = {
+    "bert": ("ForMultipleChoice",),
+    "roberta": ("ForMultipleChoice",),
+    "albert": ("ForMultipleChoice",),
+    "xlm-roberta": (*BASE, "ForMaskedLM", "ForMultipleChoice"),
+    "distilbert": (*BASE, "ForMaskedLM", "ForMultipleChoice"),
+    "electra": (*BASE, "ForPreTraining", "ForMaskedLM", "ForMultipleChoice"),
+}
+CASES = [
+    (t, suffix, problem)
+    for t, suffixes in TASKS.items()
+    for suffix in suffixes
+    for problem in (tuple(PROBLEMS) if suffix == "ForSequenceClassification" else ("",))
+]
 
 
 def tiny(model_type: str, suffix: str, **overrides) -> torch.nn.Module:
@@ -47,9 +68,12 @@ def tiny(model_type: str, suffix: str, **overrides) -> torch.nn.Module:
 
 
 def inputs(model_type: str, shape: tuple[int, ...]) -> dict[str, torch.Tensor]:
-    """Random ids with the type's pad id after 5 tokens in the last row (of the last example),
-    and random token types where the type has them."""
-    _, _, pad, token_types = TYPES[model_type]
+    """Random ids with padding (id 0) after 5 tokens in the last row (of the last example),
+    and random token types where the type has them. (RoBERTa gives its pad id's tokens the
+    position padding_idx, archzoo counts positions by index: only padded outputs differ, but
+    HF's span loss softmaxes over those too, so the padding here is not the pad id.)"""
+    _, _, _, token_types = TYPES[model_type]
+    pad = 0
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(3, V, shape, generator=g)
     mask = torch.ones(shape, dtype=torch.long)
@@ -97,15 +121,61 @@ def check_parity(tmp_path, model, feed: dict, labels: dict, ours_labels: torch.T
     return ours
 
 
-@pytest.mark.parametrize("model_type", MULTIPLE_CHOICE)
-def test_multiple_choice_matches_hf_logits_and_loss(tmp_path, model_type):
-    model = tiny(model_type, "ForMultipleChoice")
-    feed = inputs(model_type, (2, 3, 9))  # (B, C, T)
-    labels = torch.tensor([2, 0])
-    ours = check_parity(tmp_path, model, feed, {"labels": labels}, labels)
-    assert ours.spec.data["head"]["kind"] == "multiple_choice"
-    with torch.no_grad():
-        assert ours(**feed).logits.shape == (2, 3)
+def labels_for(suffix: str, problem: str, shape: tuple[int, ...], mask: torch.Tensor) -> dict:
+    """HF's label arguments for a task, drawn at random (-100 on padding for token labels)."""
+    g = torch.Generator().manual_seed(3)
+    B = shape[0]
+    if suffix == "ForMultipleChoice":
+        return {"labels": torch.randint(0, shape[1], (B,), generator=g)}
+    if suffix == "ForSequenceClassification":
+        if problem == "single":
+            return {"labels": torch.randint(0, 3, (B,), generator=g)}
+        if problem == "regression":
+            return {"labels": torch.randn(B, generator=g)}
+        return {"labels": torch.randint(0, 2, (B, 3), generator=g).float()}
+    if suffix in ("ForTokenClassification", "ForMaskedLM"):
+        n = 5 if suffix == "ForTokenClassification" else V
+        return {"labels": torch.randint(0, n, shape, generator=g).masked_fill(mask == 0, -100)}
+    if suffix == "ForPreTraining":  # replaced (1) or not (0), every token; HF skips padding
+        return {"labels": torch.randint(0, 2, shape, generator=g)}
+    if suffix == "ForQuestionAnswering":  # 30: outside the sequence, ignored as HF does
+        return {"start_positions": torch.tensor([1, 2]), "end_positions": torch.tensor([4, 30])}
+    return {}
+
+
+@pytest.mark.parametrize(("model_type", "suffix", "problem"), CASES)
+def test_task_matches_hf_outputs_and_loss(tmp_path, model_type, suffix, problem):
+    over = PROBLEMS.get(problem, {})
+    if suffix == "ForTokenClassification":
+        over = dict(num_labels=5)
+    if problem:
+        over = dict(over, id2label={i: f"class_{i}" for i in range(over["num_labels"])})
+    model = tiny(model_type, suffix, **over)
+    shape = (2, 3, 9) if suffix == "ForMultipleChoice" else (2, 9)  # (B, C, T) or (B, T)
+    feed = inputs(model_type, shape)
+    labels = labels_for(suffix, problem, shape, feed["attention_mask"])
+    ours_labels = labels.get("labels")
+    if "start_positions" in labels:
+        ours_labels = torch.stack([labels["start_positions"], labels["end_positions"]], -1)
+    ours = check_parity(tmp_path, model, feed, labels, ours_labels)
+    head = ours.spec.data["head"]
+    assert head["kind"] == HEAD_KINDS[suffix]
+    if problem:
+        assert head["labels"] == [f"class_{i}" for i in range(over["num_labels"])]
+    if suffix == "ForMultipleChoice":
+        with torch.no_grad():
+            assert ours(**feed).logits.shape == (2, 3)
+
+
+HEAD_KINDS = {
+    "Model": "none",
+    "ForMaskedLM": "mlm",
+    "ForPreTraining": "discriminator",
+    "ForSequenceClassification": "classifier",
+    "ForTokenClassification": "token_classifier",
+    "ForQuestionAnswering": "question_answering",
+    "ForMultipleChoice": "multiple_choice",
+}
 
 
 def test_multiple_choice_refuses_flat_input_ids(tmp_path):
@@ -114,3 +184,22 @@ def test_multiple_choice_refuses_flat_input_ids(tmp_path):
         ours(torch.ones(2, 9, dtype=torch.long))
     with pytest.raises(ValueError, match=r"attention_mask of shape \(2, 9\) does not match"):
         ours(torch.ones(2, 3, 9, dtype=torch.long), attention_mask=torch.ones(2, 9))
+
+
+@pytest.mark.parametrize(
+    ("model_type", "suffix"),
+    [("xlm-roberta", "ForMaskedLM"), ("distilbert", "ForMaskedLM"), ("electra", "ForPreTraining")],
+)
+def test_zoo_import_saves_the_model_hf_computes(tmp_path, model_type, suffix):
+    model = tiny(model_type, suffix)
+    out = tmp_path / "m.safetensors"
+    args = ["import", str(save_hf(model, tmp_path / "hf")), "--out", str(out), "--json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["family"] == "encoder"
+    assert report["params"] == sum(p.numel() for p in model.parameters())
+    feed = inputs(model_type, (2, 9))
+    with torch.no_grad():
+        diff = archzoo.load(out)(**feed).logits - model(**feed).logits
+    assert max_diff_unpadded(diff, torch.zeros_like(diff), feed["attention_mask"]) <= 1e-4

@@ -44,6 +44,7 @@ HEAD_OUTPUTS: dict[str, HeadOutput | None] = {
     # start_logits / end_logits (B, T); labels (B, 2) start and end positions
     "question_answering": HeadOutput(per_token=True, classes="positions"),
     "multiple_choice": HeadOutput(per_token=False, classes="choices"),  # logits (1, BATCH)
+    "discriminator": HeadOutput(per_token=True, classes="binary"),  # one logit per token (B, T)
     "none": None,  # no logits: the loss is a fixed projection of last_hidden_state
 }
 
@@ -83,6 +84,8 @@ def make_labels(head: str, cfg: dict, shape: tuple[int, ...], g: torch.Generator
     out = HEAD_OUTPUTS[head]
     if out.classes == "positions":
         return torch.randint(0, shape[1], (shape[0], 2), generator=g), shape[1]
+    if out.classes == "binary":
+        return torch.randint(0, 2, shape, generator=g).float(), 2
     if out.classes == "choices":
         return torch.randint(0, shape[0], (1,), generator=g), shape[0]
     n = TINY["vocab_size"] if out.classes == "vocab" else cfg["num_labels"]
@@ -114,7 +117,8 @@ def run_tiny(cls: type[Component], family: str) -> None:
     n_classes = None
     if expected is not None:
         labels, n_classes = make_labels(head_name, model.spec.data["head"], (BATCH, T), g)
-        if expected.per_token and expected.classes != "positions" and family != "encoder-decoder":
+        per_class = expected.classes not in ("positions", "binary")  # binary: padding skipped
+        if expected.per_token and per_class and family != "encoder-decoder":
             labels = labels.masked_fill(src_mask == 0, -100)  # no targets on padding
         kwargs["labels"] = labels
     if expected is not None and expected.classes == "choices":  # one example, BATCH choices
@@ -135,6 +139,8 @@ def run_tiny(cls: type[Component], family: str) -> None:
         shape = (BATCH, T, n_classes) if expected.per_token else (BATCH, n_classes)
         if expected.classes == "choices":
             shape = (1, BATCH)
+        if expected.classes == "binary":
+            shape = (BATCH, T)
         logits = out.logits
         if expected.classes == "positions":  # a span: one logit per token for start and end
             shape, logits = (BATCH, T), torch.cat([out.start_logits, out.end_logits])

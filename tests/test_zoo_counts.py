@@ -249,6 +249,26 @@ HF_COUNTERPARTS: dict[str, Counterpart] = {
     ),
 }
 
+HF_COUNTERPARTS["distilbert-base"] = Counterpart(
+    lambda: (transformers.DistilBertForMaskedLM, transformers.DistilBertConfig())
+)
+HF_COUNTERPARTS["xlm-roberta-base"] = Counterpart(
+    lambda: (
+        transformers.XLMRobertaForMaskedLM,
+        transformers.XLMRobertaConfig(
+            vocab_size=250002, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1
+        ),
+    )
+)
+HF_COUNTERPARTS["electra-base-discriminator"] = Counterpart(
+    lambda: (
+        transformers.ElectraForPreTraining,
+        transformers.ElectraConfig(
+            embedding_size=768, hidden_size=768, num_attention_heads=12, intermediate_size=3072
+        ),
+    )
+)
+
 # zoo specs typed from their published configs (tests/published_configs.py)
 for _name, (_config, _kwargs) in PUBLISHED.items():
     _frozen = _config in ("MarianConfig", "PegasusConfig")  # saved sinusoidal tables

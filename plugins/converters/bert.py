@@ -103,3 +103,10 @@ class RobertaConverter(BertConverter):
         offset = get(config, "pad_token_id", 1) + 1
         spec["position"]["offset"] = offset
         spec["max_len"] -= offset
+
+
+class XLMRobertaConverter(RobertaConverter):
+    """XLM-RoBERTa: RoBERTa's layout and tensor names with a 250k multilingual vocabulary."""
+
+    model_type = "xlm-roberta"
+    hf_prefix = "XLMRoberta"

@@ -45,3 +45,4 @@ CLASSIFIER = "head.classifier"  # classifier, token_classifier: the label projec
 QA = "head.qa_outputs"  # question_answering: (start, end) logits
 ATTN_OUT_NORM = BLOCK + "attention_out_norm"  # sandwich_ln: the norm after attention
 FFN_OUT_NORM = BLOCK + "ffn_out_norm"  # sandwich_ln: the norm after the ffn
+DISC_DENSE, DISC_PREDICTION = "head.dense", "head.prediction"  # discriminator (ELECTRA)
