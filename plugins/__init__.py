@@ -39,6 +39,7 @@ from .converters.marian import MarianConverter
 from .converters.mbart import MBartConverter
 from .converters.mistral import MistralConverter
 from .converters.mixtral import MixtralConverter
+from .converters.mpt import MptConverter
 from .converters.olmo2 import Olmo2Converter
 from .converters.openai_gpt import OpenAIGPTConverter
 from .converters.opt import OPTConverter
@@ -144,6 +145,7 @@ BUILTIN_CONVERTERS = (
     FalconConverter(),
     StableLmConverter(),
     Phi3Converter(),
+    MptConverter(),
     OPTConverter(),
     GPTBigCodeConverter(),
     MarianConverter(),

@@ -75,6 +75,21 @@ CASES: dict[str, tuple[str, dict]] = {
             sliding_window=6,
         ),
     ),
+    "mpt": (
+        "Mpt",
+        dict(vocab_size=V, d_model=32, n_layers=2, n_heads=4, max_seq_len=64),
+    ),
+    "mpt-clip-scale": (  # 6 heads: ALiBi slopes of a non-power of two; clipped q/k/v
+        "Mpt",
+        dict(
+            vocab_size=V,
+            d_model=48,
+            n_layers=2,
+            n_heads=6,
+            max_seq_len=64,
+            attn_config={"clip_qkv": 0.3, "softmax_scale": 0.2},
+        ),
+    ),
 }
 
 

@@ -1,0 +1,77 @@
+"""MPT: ALiBi, no biases anywhere (LayerNorms included), fused [q | k | v], a 4x exact-GELU
+MLP, optional q/k/v clipping and score scale, tied head."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from archzoo.converter import ConversionError, Converter, parse_fields, spec_parts
+
+from .common import PAD, decoder_tasks, lm_task, table
+
+# attn_config keys transformers' MPT cannot honour, with the only value it runs
+UNSUPPORTED_ATTENTION = {
+    "alibi": True,
+    "qk_ln": False,
+    "prefix_lm": False,
+    "attn_uses_sequence_id": False,
+    "alibi_bias_max": 8,
+}
+
+
+class MptConverter(Converter):
+    model_type = "mpt"
+    hf_prefix = "Mpt"
+    family = "decoder"
+    requires = {"no_bias": True, "expansion_ratio": 4, "logit_scale": None}
+    fixed = spec_parts(
+        "embedding: token, position: alibi, block: pre_ln",
+        "norm: {kind: layernorm, bias: false}",
+        "attention: {kind: mha, fused_qkv: true, bias: false}",
+        "ffn: {kind: mlp, activation: gelu, bias: false}",
+    )
+    fields = (
+        *parse_fields(
+            """
+            vocab_size                  vocab_size
+            d_model|hidden_size         d_model
+            n_layers|num_hidden_layers  n_layers
+            n_heads|num_attention_heads n_heads
+            max_seq_len                 max_len         2048
+            resid_pdrop                 dropout         0.0
+            layer_norm_epsilon          norm.eps        1e-5
+            """
+        ),
+        *PAD,
+    )
+    tasks = decoder_tasks("ForCausalLM", lm_task(True))
+    default_task = "ForCausalLM"
+    tensors = table(
+        """
+        wte                                     WORD
+        blocks.{i}.norm_1                       ATTN_NORM
+        blocks.{i}.attn.Wqkv                    QKV
+        blocks.{i}.attn.out_proj                ATTN_OUT
+        blocks.{i}.norm_2                       FFN_NORM
+        blocks.{i}.ffn.(up_proj,down_proj)      FC_IN,FC_OUT
+        norm_f                                  FINAL_NORM
+        """,
+        prefixes=("transformer.", ""),
+    )
+
+    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        """The 4x MLP, and clipping, score scale and dropout from `attn_config`."""
+        attn = config.get("attn_config") or {}
+        if not isinstance(attn, dict):
+            raise ConversionError(f"config.json attn_config must be a mapping, got {attn!r}")
+        for key, only in UNSUPPORTED_ATTENTION.items():
+            if attn.get(key, only) != only:
+                raise ConversionError(
+                    f"config.json attn_config.{key}={attn[key]!r} is not supported (only {only!r})"
+                )
+        spec["d_ff"] = 4 * spec["d_model"]
+        spec["attention_dropout"] = float(attn.get("attn_pdrop") or 0.0)
+        if attn.get("clip_qkv"):
+            spec["attention"]["clip_qkv"] = float(attn["clip_qkv"])
+        if attn.get("softmax_scale"):
+            spec["attention"]["scale"] = float(attn["softmax_scale"])
