@@ -33,6 +33,7 @@ from .converters.gpt_bigcode import GPTBigCodeConverter
 from .converters.gpt_neo import GPTNeoConverter
 from .converters.gpt_neox import GPTNeoXConverter
 from .converters.gpt_oss import GptOssConverter
+from .converters.gptj import GPTJConverter
 from .converters.llama import LlamaConverter
 from .converters.m2m_100 import M2M100Converter
 from .converters.marian import MarianConverter
@@ -155,6 +156,7 @@ BUILTIN_CONVERTERS = (
     GptOssConverter(),
     Starcoder2Converter(),
     UMT5Converter(),
+    GPTJConverter(),
 )
 
 

@@ -377,3 +377,25 @@ PUBLISHED["gpt-oss-20b"] = (
     ),
 )
 CAUSAL_LM["GptOssConfig"] = "GptOssForCausalLM"
+
+# GPT-J 6B (EleutherAI/gpt-j-6b's config.json)
+PUBLISHED["gpt-j-6b"] = (
+    "GPTJConfig",
+    dict(
+        vocab_size=50400,
+        n_embd=4096,
+        n_layer=28,
+        n_head=16,
+        rotary_dim=64,
+        n_positions=2048,
+        activation_function="gelu_new",
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        layer_norm_epsilon=1e-5,
+        tie_word_embeddings=False,
+        bos_token_id=50256,
+        eos_token_id=50256,
+    ),
+)
+CAUSAL_LM["GPTJConfig"] = "GPTJForCausalLM"

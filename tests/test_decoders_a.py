@@ -57,6 +57,11 @@ CASES: dict[str, tuple[str, str, dict]] = {
             sliding_window=5,
         ),
     ),
+    "gptj": (  # rotary on 4 of 8 features per head, pairwise; lm_head with a bias
+        "GPTJ",
+        "ForCausalLM",
+        dict(n_embd=32, n_layer=2, n_head=4, n_positions=64, rotary_dim=4),
+    ),
 }
 
 
