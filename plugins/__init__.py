@@ -23,6 +23,7 @@ from .converters.albert import AlbertConverter
 from .converters.bart import BartConverter
 from .converters.bert import BertConverter, RobertaConverter, XLMRobertaConverter
 from .converters.bloom import BloomConverter
+from .converters.deepseek import DeepseekV3Converter
 from .converters.distilbert import DistilBertConverter
 from .converters.electra import ElectraConverter
 from .converters.falcon import FalconConverter
@@ -157,6 +158,7 @@ BUILTIN_CONVERTERS = (
     Starcoder2Converter(),
     UMT5Converter(),
     GPTJConverter(),
+    DeepseekV3Converter(),
 )
 
 

@@ -126,6 +126,7 @@ def test_every_named_path_exists_in_a_built_model():
                 {"n_layers": 1, "ffn.n_shared": 1, "ffn.shared_gate": True},
             ),
             ("gpt-oss-20b", {"n_layers": 1, "layers": []}),
+            ("deepseek-v3", {"n_layers": 1, "layers": []}),  # block 0 MoE
             ("bert-base", {"n_layers": 1, "head": {"kind": "classifier"}}),
             ("gpt2", {"n_layers": 1, "head": "question_answering"}),
             ("gemma2-2b", {"n_layers": 1}),

@@ -149,6 +149,9 @@ def tiny_overrides(data: dict) -> dict[str, Any]:
     attention = data.get("attention")
     if isinstance(attention, dict) and attention.get("n_kv_heads") is not None:
         out["attention.n_kv_heads"] = 1
+    if isinstance(attention, dict) and attention.get("kind") == "mla":  # latent sizes from head_dim
+        out.update({f"attention.{k}": None for k in ("kv_lora_rank", "qk_nope_head_dim")})
+        out.update({"attention.v_head_dim": None, "attention.q_lora_rank": 8})
     if data.get("layers"):  # enough layers that every selection picks one
         out["n_layers"] = max([2] + [_first_needed(e.get("select")) for e in data["layers"]])
         if any(_sets_kv_heads(e.get("attention")) for e in data["layers"]):  # per-layer too
@@ -156,6 +159,8 @@ def tiny_overrides(data: dict) -> dict[str, Any]:
     ffn = data.get("ffn")
     if isinstance(ffn, dict) and ffn.get("kind") == "moe":  # a few small experts
         out.update({"ffn.n_experts": 4, "ffn.top_k": 2, "ffn.d_expert": None})
+        if ffn.get("n_groups", 1) > 1:  # 2 groups of 2, one kept: still 2 to choose from
+            out.update({"ffn.n_groups": 2, "ffn.topk_groups": 1})
     out.update({k: None for k in TOKEN_KEYS if isinstance(data.get(k), (int, list))})
     return out
 

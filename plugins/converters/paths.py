@@ -33,6 +33,11 @@ EXPERTS_IN, EXPERTS_OUT = BLOCK + "ffn.w_in", BLOCK + "ffn.w_out"  # moe: (E, D,
 EXPERTS_IN_BIAS, EXPERTS_OUT_BIAS = BLOCK + "ffn.b_in", BLOCK + "ffn.b_out"  # (E, 2F), (E, D)
 SHARED_UP, SHARED_DOWN = BLOCK + "ffn.shared.up", BLOCK + "ffn.shared.down"  # [gate|up], down
 SHARED_GATE = BLOCK + "ffn.shared_gate"  # moe: sigmoid gate of the shared expert
+SCORE_BIAS = BLOCK + "ffn.score_bias"  # moe choice_bias: (E,) buffer added to choose experts
+# mla: low-rank query (q_a, its norm, q_b), latent + rotary key (kv_a), its norm, kv_b
+Q_A, Q_A_NORM, Q_B, KV_A, KV_A_NORM, KV_B = (
+    BLOCK + "attention." + p for p in ("q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b")
+)
 
 LM_PROJ = "head.proj"  # lm: the output projection (tied or not)
 LM_FIXED_BIAS = "head.fixed_bias"  # lm: a bias buffer (BART)

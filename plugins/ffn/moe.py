@@ -18,7 +18,7 @@ from archzoo.interfaces import FeedForward
 
 from .activations import ACTIVATIONS, clamped_swiglu
 from .glu import GATES
-from .routing import expert_matmul, load_balancing_loss, route
+from .routing import Groups, expert_matmul, load_balancing_loss, route
 
 CLAMPED = "swiglu_clamped"  # GPT-OSS's gated unit (glu_alpha, glu_limit)
 
@@ -46,10 +46,27 @@ class MoEFeedForward(FeedForward):
         )
         router_bias: bool = param(False, "a bias on the router logits (GPT-OSS)")
         expert_bias: bool = param(False, "biases on both projections of every expert (GPT-OSS)")
-        router: Literal["softmax_topk", "topk_softmax"] = param(
-            "softmax_topk", "softmax over all experts then top-k, or top-k logits then softmax"
+        router: Literal["softmax_topk", "topk_softmax", "sigmoid"] = param(
+            "softmax_topk",
+            "softmax over all experts then top-k, top-k logits then softmax, or top-k of "
+            "per-expert sigmoid scores (DeepSeek-V3)",
         )
         normalize: bool = param(True, "renormalise the top-k weights to sum to 1")
+        routed_scale: float = param(
+            1.0, "multiplies the routed experts' weights (DeepSeek routed_scaling_factor)", gt=0.0
+        )
+        choice_bias: bool = param(
+            False,
+            "a per-expert bias (buffer) added to the scores only to choose experts "
+            "(DeepSeek-V3 e_score_correction_bias)",
+        )
+        n_groups: int = param(1, "expert groups for group-limited routing (DeepSeek)", min=1)
+        topk_groups: int | None = param(
+            None, "groups a token may choose from (null: all n_groups)", min=1
+        )
+        group_top: int = param(
+            2, "a group's score: the sum of its group_top best expert scores", min=1
+        )
         n_shared: int = param(0, "shared experts every token passes through", min=0, max=64)
         d_shared: int | None = param(
             None, "hidden size of the shared expert (null: d_expert x n_shared)", min=1
@@ -83,6 +100,12 @@ class MoEFeedForward(FeedForward):
             self.shared = SharedExpert(d, d_shared, self.activate, gated)
             if cfg.shared_gate:
                 self.shared_gate = nn.Linear(d, 1, bias=False)
+        if cfg.choice_bias:  # trained by an update rule outside autograd, so a buffer
+            self.register_buffer("score_bias", torch.zeros(e))
+        self.groups = None
+        if cfg.n_groups > 1:
+            keep = cfg.topk_groups or cfg.n_groups
+            self.groups = Groups(cfg.n_groups, keep, min(cfg.group_top, e // cfg.n_groups))
         self.routing: list[Tensor] = []  # this forward's router logits, per call (aux loss)
 
     @classmethod
@@ -102,6 +125,24 @@ class MoEFeedForward(FeedForward):
             )
         if cfg.shared_gate and not cfg.n_shared:
             problems.append(("shared_gate", "needs n_shared >= 1"))
+        if cfg.n_experts % cfg.n_groups:
+            problems.append(
+                ("n_groups", f"n_experts {cfg.n_experts} is not divisible by {cfg.n_groups}")
+            )
+        elif cfg.topk_groups is not None:
+            per_group = cfg.n_experts // cfg.n_groups
+            if cfg.topk_groups > cfg.n_groups:
+                problems.append(
+                    ("topk_groups", f"{cfg.topk_groups} exceeds n_groups {cfg.n_groups}")
+                )
+            elif cfg.top_k > cfg.topk_groups * per_group:
+                problems.append(
+                    (
+                        "top_k",
+                        f"top_k {cfg.top_k} exceeds the {cfg.topk_groups * per_group} experts "
+                        f"of topk_groups {cfg.topk_groups} groups",
+                    )
+                )
         return problems
 
     def init_weights(self, std: float) -> None:
@@ -110,6 +151,8 @@ class MoEFeedForward(FeedForward):
         for p in (self.router.bias, self.b_in, self.b_out):
             if p is not None:
                 nn.init.zeros_(p)
+        if self.cfg.choice_bias:
+            nn.init.zeros_(self.score_bias)
         for module in (self.shared, self.shared_gate):
             if module is not None:
                 for p in module.parameters():
@@ -132,7 +175,16 @@ class MoEFeedForward(FeedForward):
         h = x.reshape(B * T, D)  # (N, D)
         logits = self.router(h)  # (N, E)
         self.routing.append(logits)
-        weights, experts = route(logits, self.cfg.top_k, self.cfg.router, self.cfg.normalize)
+        cfg = self.cfg
+        weights, experts = route(
+            logits,
+            cfg.top_k,
+            cfg.router,
+            cfg.normalize,
+            groups=self.groups,
+            choice_bias=self.score_bias if cfg.choice_bias else None,
+            scale=cfg.routed_scale,
+        )
         out = self.experts(h, weights.to(h.dtype), experts)
         if self.shared is not None:
             shared = self.shared(h)

@@ -2,22 +2,62 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
 GROUPED_MM_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
-def route(logits: Tensor, top_k: int, order: str, normalize: bool) -> tuple[Tensor, Tensor]:
-    """Routing weights (N, k) in fp32 and expert indices (N, k) from router logits (N, E)."""
+def route(
+    logits: Tensor,
+    top_k: int,
+    order: str,
+    normalize: bool,
+    *,
+    groups: Groups | None = None,
+    choice_bias: Tensor | None = None,
+    scale: float = 1.0,
+) -> tuple[Tensor, Tensor]:
+    """Routing weights (N, k) in fp32 and expert indices (N, k) from router logits (N, E).
+
+    `sigmoid` scores each expert independently (DeepSeek-V3); `choice_bias` (E,) is added to
+    the scores only to choose the experts, `groups` limits the choice to the best groups,
+    and `scale` multiplies the final weights.
+    """
     if order == "topk_softmax":  # softmax over the k best logits only (sums to 1 already)
         top, experts = logits.topk(top_k, dim=-1)
-        return top.float().softmax(dim=-1), experts
-    probs = logits.float().softmax(dim=-1)
-    weights, experts = probs.topk(top_k, dim=-1)
-    if normalize:
-        weights = weights / weights.sum(dim=-1, keepdim=True)
-    return weights, experts
+        return top.float().softmax(dim=-1) * scale, experts
+    scores = logits.float().sigmoid() if order == "sigmoid" else logits.float().softmax(dim=-1)
+    choice = scores if choice_bias is None else scores + choice_bias.float()
+    if groups is not None:
+        choice = groups.restrict(choice)
+    experts = choice.topk(top_k, dim=-1).indices
+    weights = scores.gather(1, experts)
+    if normalize:  # DeepSeek adds 1e-20 to the sum of sigmoid scores
+        eps = 1e-20 if order == "sigmoid" else 0.0
+        weights = weights / (weights.sum(dim=-1, keepdim=True) + eps)
+    return weights * scale, experts
+
+
+@dataclass(frozen=True)
+class Groups:
+    """Group-limited routing (DeepSeek): experts in `n` equal groups; a group scores the sum
+    of its `top` best expert scores and a token chooses only among its `keep` best groups."""
+
+    n: int
+    keep: int
+    top: int = 2
+
+    def restrict(self, choice: Tensor) -> Tensor:
+        """Choice scores (N, E) with the experts of the groups not kept at -inf."""
+        N, E = choice.shape
+        grouped = choice.view(N, self.n, E // self.n)  # (N, G, E/G)
+        group_scores = grouped.topk(self.top, dim=-1).values.sum(dim=-1)  # (N, G)
+        kept = group_scores.topk(self.keep, dim=-1).indices  # (N, keep)
+        keep = torch.zeros_like(group_scores, dtype=torch.bool).scatter(1, kept, True)
+        return grouped.masked_fill(~keep[..., None], float("-inf")).view(N, E)
 
 
 def expert_matmul(x: Tensor, w: Tensor, ends: Tensor) -> Tensor:
