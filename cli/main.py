@@ -40,6 +40,11 @@ COMMANDS = {
         "diff_cmd",
         "What changes from spec/model A to B (B defaults to A; --set overrides apply to B).",
     ),
+    "export": (
+        "export",
+        "export_cmd",
+        "Export a model to an HF directory, after transformers loaded it and matched archzoo.",
+    ),
     "generate": (
         "generate",
         "generate_cmd",

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .component import Capabilities, Component, param
     from .converter import ConversionError, Converter
     from .errors import Location, SpecError, SpecIssue
+    from .hf_export import to_hf
     from .hf_import import from_hf
     from .hooks import hookimpl
     from .model import ModelOutput, ZooModel
@@ -39,6 +40,7 @@ _EXPORTS = {
     "SpecError": "errors",
     "SpecIssue": "errors",
     "from_hf": "hf_import",
+    "to_hf": "hf_export",
     "hookimpl": "hooks",
     "ModelOutput": "model",
     "ZooModel": "model",
@@ -114,4 +116,5 @@ __all__ = [
     "load_spec",
     "param",
     "save",
+    "to_hf",
 ]

@@ -15,7 +15,8 @@ from .kinds import KINDS  # noqa: F401 - re-exported: archzoo.component.KINDS
 
 
 def param(default: Any, doc: str, **checks: Any) -> Any:
-    """A config field with a default, a one-line doc and optional checks (min, max, choices)."""
+    """A config field with a default, a one-line doc and optional checks (min, max, choices);
+    `null="key"`: a null value means the component's parameter `key`, else the stack's."""
     meta = {"doc": doc, **checks}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda d=default: type(d)(d), metadata=meta)

@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import yaml
 from torch import Tensor
 
+from .table_inverse import UNWRITABLE, contains, label_config, read_path
+from .table_inverse import get_path as get_path  # its old home
+
 if TYPE_CHECKING:
     from .hf_tensors import Rule, TensorTable, ZooNames
 
@@ -108,7 +111,14 @@ class Values:
         return copy.deepcopy(self.table[value])
 
     def write(self, value: Any) -> Any:
-        return next(hf for hf, ours in self.table.items() if ours == value)
+        """The first HF value meaning `value` (a mapping: whose table entry it contains);
+        UNWRITABLE when none does."""
+        for hf, ours in self.table.items():
+            if isinstance(ours, str) and isinstance(value, Mapping):
+                ours = {"kind": ours}  # a bare component name: that component, any defaults
+            if ours == value or contains(value, ours):
+                return hf
+        return UNWRITABLE
 
 
 @dataclass(frozen=True)
@@ -174,12 +184,6 @@ def set_path(data: dict[str, Any], path: str, value: Any) -> None:
     data[last] = value
 
 
-def get_path(data: Mapping[str, Any], path: str) -> Any:
-    for key in path.split("."):
-        data = data[key]
-    return data
-
-
 def name_of(config: dict[str, Any]) -> str:
     """The spec name: the checkpoint's directory name, or `<model_type>-import`."""
     path = str(config.get("_name_or_path") or "").rstrip("/").split("/")[-1]
@@ -227,8 +231,9 @@ def _labels(config: dict[str, Any], kind: str) -> dict[str, Any]:
     id2label = config.get("id2label") or {}
     n = len(id2label) or get(config, "num_labels", 2)
     out: dict[str, Any] = {"num_labels": n}
-    if id2label:
-        out["labels"] = [str(id2label.get(str(i), id2label.get(i, i))) for i in range(n)]
+    names = [str(id2label.get(str(i), id2label.get(i, i))) for i in range(n)] if id2label else []
+    if names and names != [f"LABEL_{i}" for i in range(n)]:  # HF's placeholder names: none
+        out["labels"] = names
     if kind == "classifier":
         out["problem_type"] = config.get("problem_type") or "auto"
     return out
@@ -323,12 +328,41 @@ class Converter:
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
         """Spec parts the table cannot state (computed from several keys); none by default."""
 
-    def hf_config(self, spec: Mapping[str, Any]) -> dict[str, Any]:
-        """The HF config keys the table states, read back from a spec (export's start)."""
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        """The inverse of `adjust`: config keys for the spec parts `adjust` computes; none by
+        default. Write what the spec allows; export compares `to_spec` of the result with
+        the spec, so a part this type cannot express needs no error here."""
+
+    def export_tasks(self, spec: Mapping[str, Any]) -> list[str]:
+        """The task keys whose head (and family) a spec's head could be: those to try."""
+        if not self.tasks:
+            return [self.default_task]
+        head, family = spec.get("head") or {}, spec.get("family")
+        return [
+            key
+            for key, task in self.tasks.items()
+            if contains(head, task.head) and (task.family or self.family) == family
+        ]
+
+    def hf_config(self, spec: Mapping[str, Any], task: str | None = None) -> dict[str, Any]:
+        """config.json keys for a resolved spec, the table read backwards (export's start).
+
+        A field whose spec value the table cannot spell is left out (the type's default
+        then comes back on import, and export's round trip names the part)."""
         config: dict[str, Any] = {"model_type": self.model_type, **self.requires}
-        for f in self.fields:
-            value = get_path(spec, f.paths[0])
-            config[f.hf.split("|")[0]] = value if f.values is None else f.values.write(value)
+        config.update({k: spec.get(k) for k in (*SPECIAL_TOKENS, "pad_token_id")})
+        chosen = self.tasks.get(task or self.default_task) if self.tasks else None
+        for f in (*(chosen.fields if chosen else ()), *self.fields):  # the type's own win
+            try:
+                value = read_path(spec, f.paths[0])
+            except KeyError:
+                continue
+            value = value if f.values is None else f.values.write(value)
+            if value is not UNWRITABLE:
+                config[f.hf.split("|")[0]] = value
+        if chosen is not None and chosen.labels:
+            config.update(label_config(spec.get("head") or {}))
+        self.adjust_config(config, spec)
         return config
 
     def import_state(

@@ -89,6 +89,7 @@ def from_hf(
         raise _converter_failed(d, model_type, reg, exc) from None
     src.check_complete()
     load_state(model, state, {}, str(d))
+    model.hf_source = {"directory": str(d.resolve()), "model_type": model_type}
     if device is not None or dtype is not None:
         model = model.to(device=device, dtype=dtype)
     return model.eval()

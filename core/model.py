@@ -219,6 +219,8 @@ class Stack(nn.Module):
 class ZooModel(nn.Module):
     """A transformer assembled from a resolved spec."""
 
+    hf_source: dict[str, str] | None = None  # from_hf: {"directory", "model_type"} it came from
+
     def __init__(
         self, spec: Spec, *, encoder: Stack | None, decoder: Stack | None, head: Head
     ) -> None:

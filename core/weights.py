@@ -22,6 +22,7 @@ SPEC_KEY = "archzoo.spec"
 ALIASES_KEY = "archzoo.aliases"
 DERIVED_KEY = "archzoo.derived"  # spec keys computed from others: recomputed on load
 VERSION_KEY = "archzoo.version"
+HF_SOURCE_KEY = "archzoo.hf_source"  # the HF directory a model was imported from
 
 
 def save(model: ZooModel, path: str | os.PathLike[str]) -> None:
@@ -48,6 +49,8 @@ def save(model: ZooModel, path: str | os.PathLike[str]) -> None:
         VERSION_KEY: __version__,
         PROVENANCE_KEY: json.dumps(provenance(model.spec.data, get_registry())),
     }
+    if model.hf_source:
+        metadata[HF_SOURCE_KEY] = json.dumps(model.hf_source)
     write_safetensors(path, tensors, metadata)  # atomic, and no NumPy needed
 
 
@@ -101,9 +104,21 @@ def load(
     stored = next((t.dtype for t in state.values() if t.is_floating_point()), None)
     model = build_model(spec, device="meta", dtype=stored)  # keep the saved precision
     load_state(model, state, aliases, str(p))
+    model.hf_source = _hf_source(meta.get(HF_SOURCE_KEY))
     if device is not None or dtype is not None:
         model = model.to(device=device, dtype=dtype)
     return model.eval()  # as transformers' from_pretrained: call .train() to fine-tune
+
+
+def _hf_source(stored: str | None) -> dict[str, str] | None:
+    """The recorded HF source (strings only; anything else in the file is ignored)."""
+    try:
+        value = json.loads(stored) if stored else None
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        return None
+    return {str(k): v for k, v in value.items()}
 
 
 def _read_tensors(p: Path) -> dict[str, torch.Tensor]:

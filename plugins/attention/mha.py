@@ -24,10 +24,14 @@ class MultiHeadAttention(Attention):
 
     @dataclass
     class Config:
-        n_kv_heads: int | None = param(None, "key/value heads (null: n_heads; 1: MQA)", min=1)
+        n_kv_heads: int | None = param(
+            None, "key/value heads (null: n_heads; 1: MQA)", min=1, null="n_heads"
+        )
         fused_qkv: bool = param(True, "one projection for q, k and v (k and v for cross)")
         bias: bool = param(True, "biases on the q/k/v projections")
-        out_bias: bool | None = param(None, "bias on the output projection (null: as bias)")
+        out_bias: bool | None = param(
+            None, "bias on the output projection (null: as bias)", null="bias"
+        )
         scale: float | None = param(None, "score scale (null: 1/sqrt(head_dim))", gt=0.0)
         use_position: bool = param(
             True, "apply the stack's position rotation/bias here (false: a NoPE layer, SmolLM3)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from archzoo.converter import ConversionError, Field, get, spec_parts
@@ -66,3 +67,10 @@ class AlbertConverter(BertConverter):
                 f"num_hidden_layers={n_layers}; only equal-sized groups are supported"
             )
         spec["sharing"] = {"kind": "groups", "n_groups": n_groups}
+
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        """The sharing component as `num_hidden_groups`."""
+        sharing = spec["sharing"]
+        groups = {"all": 1, "groups": sharing.get("n_groups")}.get(sharing["kind"])
+        if groups is not None:
+            config["num_hidden_groups"] = groups

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from archzoo.converter import Converter, Field, get, parse_fields, spec_parts
@@ -103,6 +104,12 @@ class RobertaConverter(BertConverter):
         offset = get(config, "pad_token_id", 1) + 1
         spec["position"]["offset"] = offset
         spec["max_len"] -= offset
+
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        """The position offset as padding_idx + 1, the table as max_len + offset rows."""
+        offset = spec["position"].get("offset", 0)
+        config["pad_token_id"] = offset - 1
+        config["max_position_embeddings"] = spec["max_len"] + offset
 
 
 class XLMRobertaConverter(RobertaConverter):

@@ -3,9 +3,11 @@ alternate global (dense causal) and local (sliding window of `window_size` keys)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from archzoo.converter import ConversionError, Converter, Field, get, parse_fields, spec_parts
+from archzoo.plan import layer_components, stack_config
 
 from .common import ACTIVATION, GPT2_TABLES_AND_NORMS, PAD, decoder_tasks, lm_task, table
 
@@ -76,3 +78,11 @@ class GPTNeoConverter(Converter):
         spec["layers"] = [{"select": local_layers, "attention": local}] if local_layers else []
         if len(local_layers) == len(kinds):
             spec["attention"], spec["layers"] = local, []
+
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        """`attention_layers` from each layer's attention kind, the local layers' window."""
+        layers = [c["attention"] for c in layer_components(stack_config(dict(spec), "decoder"))]
+        kinds = ["local" if a["kind"] == "local" else "global" for a in layers]
+        config["attention_layers"] = kinds
+        config["attention_types"] = [[[kind], 1] for kind in kinds]
+        config["window_size"] = next((a["window"] for a in layers if a["kind"] == "local"), 256)

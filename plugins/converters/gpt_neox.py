@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from archzoo.converter import Converter, Values, parse_fields, spec_parts
 
 from .common import ACTIVATION, PAD, SIZES, decoder_tasks, lm_task, megatron_layer, table
-from .rope import rope_parameters
+from .rope import rope_config, rope_parameters
 
 
 class GPTNeoXConverter(Converter):
@@ -52,3 +53,6 @@ class GPTNeoXConverter(Converter):
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
         """Rotary base and fraction, from transformers 4 or 5 keys."""
         spec["position"] = {"kind": "rotary", **rope_parameters(config)}
+
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        config.update(rope_config(spec["position"]))

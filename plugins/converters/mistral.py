@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from archzoo.converter import ConversionError
@@ -25,3 +26,9 @@ class MistralConverter(LlamaConverter):
         super().adjust(spec, config)
         if window is not None:
             spec["attention"] = {**spec["attention"], "kind": "local", "window": int(window)}
+
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        """A local attention's window as `sliding_window` (none for dense attention)."""
+        super().adjust_config(config, spec)
+        attention = spec["attention"]
+        config["sliding_window"] = attention["window"] if attention["kind"] == "local" else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from archzoo.converter import TensorSource, parse_fields
@@ -39,6 +40,14 @@ def aux_loss_coef(spec: dict[str, Any], config: dict[str, Any]) -> None:
     """transformers adds the router loss only with output_router_logits; so does the spec."""
     coef = float(config.get("router_aux_loss_coef") or 0.0)
     spec["ffn"]["aux_loss_coef"] = coef if config.get("output_router_logits") else 0.0
+
+
+def aux_loss_config(config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+    """The inverse of `aux_loss_coef`: the router loss on (with its weight) or off."""
+    coef = float(spec["ffn"].get("aux_loss_coef") or 0.0)
+    config["output_router_logits"] = coef > 0
+    if coef > 0:
+        config["router_aux_loss_coef"] = coef
 
 
 class ExpertsConverter:
@@ -82,3 +91,7 @@ class MixtralConverter(ExpertsConverter, MistralConverter):
         super().adjust(spec, config)
         spec["ffn"] = {**spec["ffn"], "normalize": True}
         aux_loss_coef(spec, config)
+
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        super().adjust_config(config, spec)
+        aux_loss_config(config, spec)

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from archzoo.converter import ConversionError, parse_fields, spec_parts
+from archzoo.plan import layer_components, stack_config
 
 from .common import LM_HEAD, table
 from .experts import PerExpert
 from .llama import ATTENTION_TENSORS, MLP_TENSORS, LlamaConverter
-from .mixtral import MOE_FIELDS, MOE_TENSORS, ExpertsConverter, aux_loss_coef, without_ffn_bias
+from .mixtral import (
+    MOE_FIELDS,
+    MOE_TENSORS,
+    ExpertsConverter,
+    aux_loss_coef,
+    aux_loss_config,
+    without_ffn_bias,
+)
 
 QK_NORM_TENSORS = """
         layers.{i}.self_attn.(q_norm,k_norm)    Q_NORM,K_NORM
@@ -36,6 +45,10 @@ class Qwen2Converter(LlamaConverter):
         refuse_sliding_window(config)
         super().adjust(spec, config)
 
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        super().adjust_config(config, spec)
+        config["use_sliding_window"] = False
+
 
 class Qwen3Converter(LlamaConverter):
     model_type = "qwen3"
@@ -50,6 +63,10 @@ class Qwen3Converter(LlamaConverter):
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
         refuse_sliding_window(config)
         super().adjust(spec, config)
+
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        super().adjust_config(config, spec)
+        config["use_sliding_window"] = False
 
 
 class Qwen3MoeConverter(ExpertsConverter, Qwen3Converter):
@@ -88,3 +105,11 @@ class Qwen3MoeConverter(ExpertsConverter, Qwen3Converter):
         dense = [i for i in range(n) if i in dense_only or (i + 1) % step != 0]
         if dense:  # these layers keep a dense SwiGLU of intermediate_size
             spec["layers"] = [{"select": dense, "ffn": {"kind": "glu", "activation": "swiglu"}}]
+
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        """Layers with a dense SwiGLU as `mlp_only_layers` (every other layer routed)."""
+        super().adjust_config(config, spec)
+        aux_loss_config(config, spec)
+        layers = layer_components(stack_config(dict(spec), "decoder"))
+        config["decoder_sparse_step"] = 1
+        config["mlp_only_layers"] = [i for i, c in enumerate(layers) if c["ffn"]["kind"] != "moe"]

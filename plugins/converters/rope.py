@@ -52,3 +52,43 @@ def rope_parameters(config: dict[str, Any]) -> dict[str, Any]:
     if out["scaling"] in ("linear", "dynamic", "llama3") and "factor" in out:
         out["factor"] = float(out["factor"])
     return out
+
+
+# the archzoo rotary parameters each HF rope type reads (export writes these only)
+_TYPE_KEYS = {
+    "linear": ("factor",),
+    "dynamic": ("factor", "original_max_len"),
+    "yarn": (
+        "factor",
+        "original_max_len",
+        "beta_fast",
+        "beta_slow",
+        "mscale",
+        "mscale_all_dim",
+        "truncate",
+        "attention_factor",
+    ),
+    "llama3": ("factor", "original_max_len", "low_freq_factor", "high_freq_factor"),
+    "longrope": ("factor", "original_max_len", "short_factor", "long_factor", "attention_factor"),
+}
+
+
+def rope_config(position: dict[str, Any]) -> dict[str, Any]:
+    """The inverse of `rope_parameters`: transformers-5 `rope_parameters` for a rotary spec
+    position (nothing for another position: export's round trip then names it)."""
+    if position.get("kind") != "rotary":
+        return {}
+    scaling = position.get("scaling", "none")
+    rope_type = next((hf for hf, ours in _ROPE_TYPES.items() if ours == scaling), None)
+    if rope_type is None:
+        return {}
+    params: dict[str, Any] = {
+        "rope_type": rope_type,
+        "rope_theta": position["base"],
+        "partial_rotary_factor": position["fraction"],
+    }
+    ours_to_hf = {ours: hf for hf, ours in _ROPE_KEYS.items()}
+    for key in _TYPE_KEYS.get(rope_type, ()):
+        if position.get(key) is not None:
+            params[ours_to_hf[key]] = position[key]
+    return {"rope_parameters": params}

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from archzoo.converter import ConversionError
+from archzoo.plan import layer_components, stack_config
 
 from .llama import LlamaConverter
 
@@ -21,3 +23,10 @@ class SmolLM3Converter(LlamaConverter):
         nope = [i for i, uses_rope in enumerate(flags) if not uses_rope]
         if nope:
             spec["layers"] = [{"select": nope, "attention": {"use_position": False}}]
+
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        """`no_rope_layers`: 1 where a layer's attention uses rotary positions, else 0."""
+        super().adjust_config(config, spec)
+        layers = layer_components(stack_config(dict(spec), "decoder"))
+        config["no_rope_layers"] = [int(layer["attention"]["use_position"]) for layer in layers]
+        config["use_sliding_window"] = False

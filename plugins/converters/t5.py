@@ -22,7 +22,7 @@ class T5Converter(Converter):
     hf_prefix = "T5"
     family = "encoder-decoder"
     fixed = spec_parts(
-        "max_len: 512, tie_embeddings: true, embedding: token, position: t5_relative",
+        "tie_embeddings: true, embedding: token, position: t5_relative",
         "block: pre_ln, norm: rmsnorm",
         "attention: {kind: mha, fused_qkv: false, bias: false, scale: 1.0}",  # unscaled scores
     )
@@ -30,6 +30,7 @@ class T5Converter(Converter):
         *parse_fields(
             """
             pad_token_id                        pad_token_id            0
+            n_positions                         max_len                 512
             vocab_size                          vocab_size
             d_model                             d_model
             num_layers                          n_layers

@@ -30,7 +30,11 @@ class FactorizedEmbedding(TokenEmbedding):
         scale: bool = param(False, "multiply token vectors by sqrt(embedding_size)")
         norm: bool = param(False, "normalise the summed E-wide embeddings (ALBERT)")
         dropout: float | None = param(
-            None, "dropout before the projection (null: model dropout)", min=0.0, lt=1.0
+            None,
+            "dropout before the projection (null: model dropout)",
+            min=0.0,
+            lt=1.0,
+            null="dropout",
         )
         project_bias: bool = param(True, "a bias on the E -> d_model projection (OPT: none)")
         positions: Literal["before", "after"] = param(

@@ -23,7 +23,7 @@ class TokenEmbedding(Embedding):
         scale: bool = param(False, "multiply token vectors by sqrt(d_model) (Vaswani et al.)")
         norm: bool = param(False, "normalise the summed embeddings (BERT)")
         dropout: float | None = param(
-            None, "dropout on the output (null: model dropout)", min=0.0, lt=1.0
+            None, "dropout on the output (null: model dropout)", min=0.0, lt=1.0, null="dropout"
         )
 
     def __init__(self, cfg: Any, dims: Any, *, make_norm: NormFactory) -> None:

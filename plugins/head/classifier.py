@@ -32,7 +32,11 @@ class ClassifierHead(Head):
             "tanh", "the pooler's non-linearity (DistilBERT: relu, ELECTRA: gelu)"
         )
         dropout: float | None = param(
-            None, "dropout before the classifier (null: model dropout)", min=0.0, lt=1.0
+            None,
+            "dropout before the classifier (null: model dropout)",
+            min=0.0,
+            lt=1.0,
+            null="dropout",
         )
         bias: bool = param(True, "a bias on the classifier (decoder `score` layers have none)")
         problem_type: Literal[

@@ -21,7 +21,11 @@ class TokenClassifierHead(Head):
     class Config:
         num_labels: int = param(2, "number of tag classes", min=1, max=1_000_000)
         dropout: float | None = param(
-            None, "dropout before the classifier (null: model dropout)", min=0.0, lt=1.0
+            None,
+            "dropout before the classifier (null: model dropout)",
+            min=0.0,
+            lt=1.0,
+            null="dropout",
         )
         labels: list[str] | None = param(None, "the tag names in index order (HF id2label)")
 

@@ -1,0 +1,104 @@
+"""`zoo export`: a saved, imported or zoo model out in the Hugging Face layout, checked first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+import archzoo
+
+from .common import SET_OPTION, UserError, emit_json, parse_sets, spec_source
+
+
+def load_source(source: str, sets: tuple[str, ...], seed: int) -> Any:
+    """The model to export: an archzoo .safetensors file, an HF directory, or a zoo name /
+    spec file built with random weights (`--set` overrides apply to all three)."""
+    path = Path(source)
+    overrides = parse_sets(sets)
+    if path.is_dir():
+        model = archzoo.from_hf(path)
+    elif path.is_file() and path.suffix == ".safetensors":
+        model = archzoo.load(path)
+    else:
+        import torch
+
+        torch.manual_seed(seed)
+        return archzoo.build_model(archzoo.load_spec(spec_source(source), overrides))
+    return with_overrides(model, overrides, source) if overrides else model
+
+
+def with_overrides(model: Any, overrides: dict[str, Any], source: str) -> Any:
+    """The same weights under a spec with `overrides` (refused when they no longer fit)."""
+    from archzoo.weights import load_state
+
+    spec = archzoo.load_spec(model.spec.source_data(), overrides)
+    again = archzoo.build_model(spec, device="meta")
+    load_state(again, dict(model.state_dict()), {}, f"{source} with --set")
+    again.hf_source = model.hf_source
+    return again.eval()
+
+
+@click.command("export")
+@click.argument("source", metavar="FILE.safetensors|NAME|DIR")
+@click.option(
+    "--hf",
+    "out",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Directory to write (config.json, safetensors, generation config, tokenizer).",
+)
+@SET_OPTION
+@click.option("--model-type", help="Export as this HF model_type (default: the first that fits).")
+@click.option(
+    "--max-shard-size",
+    default="5GB",
+    show_default=True,
+    help="Split the weights into files of at most this size (bytes, KB, MB, GB).",
+)
+@click.option(
+    "--tokenizer",
+    type=click.Path(file_okay=False, exists=True),
+    help="Copy tokenizer files from this directory (default: the imported HF directory).",
+)
+@click.option("--tolerance", type=float, help="Allowed relative probe difference.")
+@click.option("--force", is_flag=True, help="Replace a non-empty output directory.")
+@click.option("--seed", default=0, show_default=True, help="Seed of a NAME's random weights.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def export_cmd(
+    source: str,
+    out: str,
+    sets: tuple[str, ...],
+    model_type: str | None,
+    max_shard_size: str,
+    tokenizer: str | None,
+    tolerance: float | None,
+    force: bool,
+    seed: int,
+    as_json: bool,
+) -> None:
+    """Export a model to an HF directory, after transformers loaded it and matched archzoo."""
+    from archzoo.hf_files import check_target, parse_size
+
+    check_target(Path(out), overwrite=force)  # before loading anything
+    parse_size(max_shard_size)
+    if not Path(source).exists() and not sets and source.endswith(".safetensors"):
+        raise UserError(f"{source}: no such file")
+    model = load_source(source, sets, seed)
+    report = archzoo.to_hf(
+        model,
+        out,
+        model_type=model_type,
+        max_shard_size=max_shard_size,
+        tolerance=tolerance,
+        tokenizer_from=tokenizer,
+        overwrite=force,
+        release=True,  # the check then never holds two copies of the weights
+    )
+    if as_json:
+        emit_json(report)
+        return
+    click.echo(f"wrote {report['directory']}: {report['model_type']} ({report['architecture']})")
+    click.echo(f"files: {', '.join(report['files'])}")
+    click.echo(f"probe: max relative difference {report['max_relative_diff']:.2g}")

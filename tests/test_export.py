@@ -1,0 +1,267 @@
+"""`archzoo.to_hf` and `zoo export`: every imported type round-trips into transformers with
+no missing or unexpected tensors and the same logits; zoo specs find their HF type from the
+converter tables; refusals name what blocks them and leave nothing on disk."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import transformers as hf
+from click.testing import CliRunner
+from hf_util import perturb, save_hf
+
+import archzoo
+from archzoo.cli.main import main
+from archzoo.converter import Converter
+from archzoo.hf_express import ExportError
+from archzoo.hf_probe import model_class
+from archzoo.registry import get_registry
+
+V = 96
+# tiny sizes by spec path: an HF config is made from each converter's own table
+TINY_SPEC = {
+    "vocab_size": V,
+    "d_model": 32,
+    "n_layers": 2,
+    "n_heads": 4,
+    "head_dim": 8,
+    "d_ff": 64,
+    "max_len": 64,
+    "attention.n_kv_heads": 2,
+    "decoder.n_layers": 2,
+    "decoder.n_heads": 4,
+    "decoder.d_ff": 64,
+    "embedding.embedding_size": 16,
+    "ffn.n_experts": 4,
+    "ffn.top_k": 2,
+    "ffn.d_expert": 16,
+}
+# settings that make a type's table-computed parts (adjust) non-trivial at tiny size
+EXTRA = {
+    "gpt_neo": {"attention_types": [[["global", "local"], 1]], "window_size": 4},
+    "mistral": {"sliding_window": 4},
+    "smollm3": {"no_rope_layers": [1, 0]},
+    "qwen3_moe": {"mlp_only_layers": [1]},
+    "albert": {"num_hidden_groups": 2},
+    "roberta": {"pad_token_id": 1},
+    "openai-gpt": {"n_inner": None},  # its MLP is always 4 x n_embd
+}
+TYPES = [
+    t
+    for t in get_registry().model_types()
+    if isinstance(get_registry().converter(t), Converter)
+    and get_registry().converter(t).tensors is not None
+]
+
+
+def tiny_hf(model_type: str, task: str | None = None) -> torch.nn.Module:
+    """A perturbed tiny transformers model of a registered type, sized through its table."""
+    conv = get_registry().converter(model_type)
+    fields = [*conv.fields, *(f for t in conv.tasks.values() for f in t.fields)]
+    sizes = {f.hf.split("|")[0]: TINY_SPEC[f.paths[0]] for f in fields if f.paths[0] in TINY_SPEC}
+    config = hf.AutoConfig.for_model(model_type, **{**sizes, **EXTRA.get(model_type, {})})
+    if isinstance(config.pad_token_id, int) and config.pad_token_id >= V:
+        config.pad_token_id = 0  # a default id of the real vocabulary
+    task = conv.default_task if task is None else task
+    cls = model_class(conv, task, config, None) if task else hf.AutoModelForCausalLM
+    if not task:
+        cls = cls._model_mapping[type(config)]
+    model = cls(config)
+    perturb(model)
+    return model.eval()
+
+
+def batch(encoder_decoder: bool, pad: int | None = 0):
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(3, V, (2, 7), generator=g)
+    mask = torch.ones_like(ids)
+    if pad is not None:
+        ids[1, 5:], mask[1, 5:] = pad, 0
+    extra = (
+        {"decoder_input_ids": torch.randint(3, V, (2, 4), generator=g)} if encoder_decoder else {}
+    )
+    return {"input_ids": ids, "attention_mask": mask, **extra}, mask
+
+
+def loaded(cls: type, directory) -> torch.nn.Module:
+    """transformers' model of an export, asserting it loaded with nothing missing or extra."""
+    model, info = cls.from_pretrained(directory, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    assert not info["mismatched_keys"], info
+    return model.eval()
+
+
+def max_diff(a, b, mask) -> float:
+    keep = mask.bool() if a.dim() >= 2 and a.shape[:2] == mask.shape else slice(None)
+    return (a[keep] - b[keep]).abs().max().item()
+
+
+@pytest.mark.parametrize("model_type", TYPES)
+def test_every_type_round_trips_into_transformers(tmp_path, model_type):
+    ref = tiny_hf(model_type)
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf"))
+    report = archzoo.to_hf(ours, tmp_path / "out")
+    assert report["model_type"] == model_type  # the type it came from, when it fits exactly
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["model_type"] == model_type
+    back = loaded(type(ref), tmp_path / "out")
+    inputs, mask = batch(ours.family == "encoder-decoder", pad=None)
+    with torch.no_grad():
+        assert max_diff(ref(**inputs).logits, back(**inputs).logits, mask) <= 1e-5
+    again = archzoo.from_hf(tmp_path / "out")  # and archzoo reads its own export back
+    assert again.spec.data == {**ours.spec.data, "name": again.spec.name}
+    a, b = ours.state_dict(), again.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+SPECS = {  # zoo name -> (tiny overrides, the HF type its table round trip finds)
+    "gpt2": ({}, "gpt2"),
+    "bert-base": ({}, "bert"),
+    "t5-small": ({"max_len": 512}, "t5"),
+    "llama2-7b": ({"attention.n_kv_heads": 2}, "llama"),
+    "gpt2 with rotary": ({"position": "rotary"}, "gpt_neox"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_zoo_specs_export_to_their_hf_type_with_equal_logits(tmp_path, name):
+    overrides, expected = SPECS[name]
+    sizes = {k: v for k, v in TINY_SPEC.items() if "." not in k and k != "head_dim"}
+    torch.manual_seed(0)
+    model = archzoo.build_model(name.split()[0], {**sizes, **overrides}).eval()
+    perturb(model)
+    report = archzoo.to_hf(model, tmp_path / "out")
+    assert report["model_type"] == expected
+    cls = getattr(hf, report["architecture"])
+    back = loaded(cls, tmp_path / "out")
+    inputs, mask = batch(model.family == "encoder-decoder", model.spec.data["pad_token_id"])
+    with torch.no_grad():
+        ours, theirs = model(**inputs).logits, back(**inputs).logits
+    assert max_diff(ours, theirs, mask) <= 1e-5
+
+
+@pytest.mark.parametrize(
+    "model_type, task, head",
+    [
+        ("bert", "ForSequenceClassification", "classifier"),
+        ("gpt2", "ForTokenClassification", "token_classifier"),
+        ("llama", "Model", "none"),
+        ("t5", "EncoderModel", "none"),
+    ],
+)
+def test_task_heads_export_as_their_architecture(tmp_path, model_type, task, head):
+    ref = tiny_hf(model_type, task)
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf"))
+    assert ours.spec.data["head"]["kind"] == head
+    report = archzoo.to_hf(ours, tmp_path / "out")
+    assert report["architecture"] == type(ref).__name__
+    back = loaded(type(ref), tmp_path / "out")
+    inputs, mask = batch(ours.family == "encoder-decoder", pad=None)
+    name = "last_hidden_state" if head == "none" else "logits"
+    with torch.no_grad():
+        a, b = getattr(ref(**inputs), name), getattr(back(**inputs), name)
+    assert max_diff(a, b, mask) <= 1e-5
+
+
+def test_spec_without_hf_equivalent_is_refused_naming_every_part(tmp_path):
+    sizes = {k: v for k, v in TINY_SPEC.items() if "." not in k and k != "head_dim"}
+    model = archzoo.build_model(
+        "gpt2", {**sizes, "block": "sandwich_ln", "attention": {"kind": "strided", "stride": 4}}
+    )
+    with pytest.raises(ExportError) as err:
+        archzoo.to_hf(model, tmp_path / "out")
+    message = str(err.value)
+    assert "no supported type can express: attention.kind: strided, block.kind: sandwich_ln" in (
+        message
+    )
+    assert "closest: gpt2" in message
+    assert list(tmp_path.iterdir()) == []  # nothing written, no temp directory left
+
+
+def test_export_whose_probe_fails_writes_nothing(tmp_path, monkeypatch):
+    ours = archzoo.from_hf(save_hf(tiny_hf("llama"), tmp_path / "hf"))
+    real = Converter.export_state
+
+    def corrupt(self, *args, **kwargs):
+        out = real(self, *args, **kwargs)
+        name = next(n for n in out if n.endswith("layers.1.mlp.down_proj.weight"))
+        out[name] = out[name] * 1.5  # a layout mistake the names alone would not show
+        return out
+
+    monkeypatch.setattr(Converter, "export_state", corrupt)
+    with pytest.raises(ExportError, match="disagrees with archzoo on a probe batch: logits"):
+        archzoo.to_hf(ours, tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]
+
+
+def test_tokenizer_files_follow_the_model_through_save_and_load(tmp_path):
+    source = save_hf(tiny_hf("gpt2"), tmp_path / "hf")
+    files = {
+        "tokenizer.json": '{"version": "1.0"}',
+        "tokenizer_config.json": '{"model_max_length": 64}',
+        "special_tokens_map.json": "{}",
+        "vocab.json": "{}",
+        "merges.txt": "#version: 0.2\n",
+        "spiece.model": "binary",
+    }
+    for name, text in files.items():
+        (source / name).write_text(text)
+    archzoo.save(archzoo.from_hf(source), tmp_path / "tuned.safetensors")  # import, fine-tune
+    report = archzoo.to_hf(archzoo.load(tmp_path / "tuned.safetensors"), tmp_path / "out")
+    assert sorted(report["tokenizer_files"]) == sorted(files)
+    for name, text in files.items():
+        assert (tmp_path / "out" / name).read_text() == text
+
+
+def test_sharded_export_loads_with_an_index(tmp_path):
+    ref = tiny_hf("llama")
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf"))
+    archzoo.to_hf(ours, tmp_path / "out", max_shard_size="40KB")
+    index = json.loads((tmp_path / "out" / "model.safetensors.index.json").read_text())
+    shards = sorted(set(index["weight_map"].values()))
+    assert len(shards) > 2 and not (tmp_path / "out" / "model.safetensors").exists()
+    sizes = [(tmp_path / "out" / s).stat().st_size for s in shards]
+    assert max(sizes) < 80_000  # one tensor over the limit at most (header included)
+    back = loaded(type(ref), tmp_path / "out")
+    inputs, mask = batch(False, pad=None)
+    with torch.no_grad():
+        assert max_diff(ref(**inputs).logits, back(**inputs).logits, mask) == 0.0
+
+
+def test_existing_directory_is_refused_and_kept(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("mine")
+    model = archzoo.build_model("gpt2", {k: v for k, v in TINY_SPEC.items() if "." not in k})
+    with pytest.raises(archzoo.WeightsError, match="not empty"):
+        archzoo.to_hf(model, tmp_path / "out")
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["notes.txt"]
+
+
+def test_zoo_export_of_a_zoo_name_and_of_a_refused_spec(tmp_path):
+    sets = ["--set", "n_layers=2", "--set", "d_model=32", "--set", "n_heads=4"]
+    sets += ["--set", "vocab_size=96", "--set", "d_ff=64", "--set", "max_len=64"]
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["export", "gpt2", *sets, "--hf", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output[result.output.index("{") :])
+    assert report["model_type"] == "gpt2" and report["architecture"] == "GPT2LMHeadModel"
+    loaded(hf.GPT2LMHeadModel, out)
+    refused = CliRunner().invoke(
+        main, ["export", "gpt2", *sets, "--set", "block=sandwich_ln", "--hf", str(tmp_path / "x")]
+    )
+    assert refused.exit_code == 2 and "Error: cannot export 'gpt2'" in refused.output
+    assert "block.kind: sandwich_ln" in refused.output and "Traceback" not in refused.output
+    assert not (tmp_path / "x").exists()
+
+
+def test_zoo_export_of_a_saved_file_with_overrides(tmp_path):
+    ours = archzoo.from_hf(save_hf(tiny_hf("bert"), tmp_path / "hf"))
+    archzoo.save(ours, tmp_path / "m.safetensors")
+    out = tmp_path / "out"
+    args = ["export", str(tmp_path / "m.safetensors"), "--set", "dropout=0.2", "--hf", str(out)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "config.json").read_text())["hidden_dropout_prob"] == 0.2
+    bad = CliRunner().invoke(main, [*args[:3], "d_model=64", "--hf", str(tmp_path / "y")])
+    assert bad.exit_code == 2 and "weights do not fit the spec" in bad.output
