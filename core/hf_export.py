@@ -27,7 +27,15 @@ from .hf_files import (
     write_json,
     write_shards,
 )
-from .hf_probe import compare, default_tolerance, hf_config, model_class, probe_batch, run
+from .hf_probe import (
+    compare,
+    default_tolerance,
+    hf_config,
+    model_class,
+    probe_batch,
+    quiet_progress_bars,
+    run,
+)
 from .hf_tensors import ZooNames
 from .model import ZooModel
 from .registry import Registry, get_registry
@@ -75,6 +83,8 @@ def to_hf(
     reg = registry or get_registry()
     target = Path(directory)
     check_target(target, overwrite=overwrite)
+    if any(t.device.type == "meta" for t in model.state_dict().values()):
+        raise ExportError(f"cannot export {model.spec.name!r}: it has no weights (meta device)")
     shard_size = parse_size(max_shard_size)
     source = getattr(model, "hf_source", None) or {}
     prefer = [source["model_type"]] if source.get("model_type") else []
@@ -195,9 +205,13 @@ def _probe(
 ) -> float:
     """Load the staged files with transformers, run the probe batch and compare."""
     what = f"{target}: the {choice.model_type} export ({cls.__name__})"
-    hf, info = cls.from_pretrained(
-        directory, dtype=dtype, output_loading_info=True, local_files_only=True
-    )
+    bars = quiet_progress_bars()
+    try:
+        hf, info = cls.from_pretrained(
+            directory, dtype=dtype, output_loading_info=True, local_files_only=True
+        )
+    finally:
+        bars()
     problems = [
         f"{key.replace('_', ' ')}: {', '.join(map(str, sorted(info[key])[:10]))}"
         for key in ("missing_keys", "unexpected_keys", "mismatched_keys")

@@ -3,6 +3,7 @@ probe batch that both models must agree on before an export is kept."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -36,6 +37,15 @@ def transformers_module() -> Any:
             "pip install 'archzoo[hf]' (or transformers)"
         ) from None
     return transformers
+
+
+def quiet_progress_bars() -> Callable[[], None]:
+    """Turn transformers' loading bars off; returns the function that restores them."""
+    logging = transformers_module().utils.logging
+    if not logging.is_progress_bar_enabled():
+        return lambda: None
+    logging.disable_progress_bar()
+    return logging.enable_progress_bar
 
 
 def hf_config(config: dict[str, Any]) -> Any:
