@@ -48,6 +48,13 @@ EXTRA = {
     "roberta": {"pad_token_id": 1},
     "openai-gpt": {"n_inner": None},  # its MLP is always 4 x n_embd
 }
+SPECIAL_IDS = {
+    "pad_token_id": 0,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "decoder_start_token_id": 0,
+    "forced_eos_token_id": 2,
+}
 TYPES = [
     t
     for t in get_registry().model_types()
@@ -60,16 +67,24 @@ def tiny_hf(model_type: str, task: str | None = None) -> torch.nn.Module:
     """A perturbed tiny transformers model of a registered type, sized through its table."""
     conv = get_registry().converter(model_type)
     fields = [*conv.fields, *(f for t in conv.tasks.values() for f in t.fields)]
-    sizes = {f.hf.split("|")[0]: TINY_SPEC[f.paths[0]] for f in fields if f.paths[0] in TINY_SPEC}
+    sizes = {
+        f.hf.split("|")[0]: TINY_SPEC[f.paths[0]]
+        for f in fields
+        if f.paths[0] in TINY_SPEC and f.values is None  # a renamed value is no size
+    }
     config = hf.AutoConfig.for_model(model_type, **{**sizes, **EXTRA.get(model_type, {})})
-    if isinstance(config.pad_token_id, int) and config.pad_token_id >= V:
-        config.pad_token_id = 0  # a default id of the real vocabulary
+    for key, small in SPECIAL_IDS.items():  # default ids of the real vocabulary
+        if isinstance(getattr(config, key, None), int) and getattr(config, key) >= V:
+            setattr(config, key, small)
     task = conv.default_task if task is None else task
     cls = model_class(conv, task, config, None) if task else hf.AutoModelForCausalLM
     if not task:
         cls = cls._model_mapping[type(config)]
     model = cls(config)
     perturb(model)
+    for module in model.modules():  # frozen sinusoid tables (Marian, Pegasus) stay exact
+        if hasattr(module, "create_weight"):
+            module.weight.data.copy_(module.create_weight())
     return model.eval()
 
 

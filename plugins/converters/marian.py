@@ -3,6 +3,7 @@ cosines) and no embedding norm; one vocabulary shared by both stacks."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -35,6 +36,25 @@ class SavedSinusoidsConverter(Converter):
                     "trained position tables are not supported for this type"
                 )
         return super().import_state(src, config, names, ctx)
+
+    def export_state(
+        self,
+        state: Mapping[str, Tensor],
+        names: Any,
+        ctx: dict[str, Any],
+        prefix: str | None = None,
+        task: str | None = None,
+    ) -> dict[str, Tensor]:
+        """The table's tensors plus the sinusoidal table each stack saves (max_len rows)."""
+        out = super().export_state(state, names, ctx, prefix, task)
+        if prefix is None:
+            prefix = "" if (task or self.default_task) == "Model" else self.tensors.prefixes[0]
+        dtype = next((t.dtype for t in state.values() if t.is_floating_point()), None)
+        n, dim = ctx["max_len"], ctx["d_model"]
+        table = sinusoidal_table(torch.arange(n), dim, layout="halves").to(dtype)  # (n, dim)
+        for stack in ("encoder", "decoder"):
+            out[f"{prefix}{stack}.embed_positions.weight"] = table
+        return out
 
 
 class MarianConverter(SavedSinusoidsConverter):
