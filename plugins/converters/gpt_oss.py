@@ -4,13 +4,15 @@ softmaxed, and biased experts with the clamped SwiGLU; gate/up interleaved in th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from archzoo.converter import ConversionError, Field, parse_fields, spec_parts
+from archzoo.plan import layer_components, stack_config
 
 from .common import PAD, SIZES, table
 from .llama import ATTENTION_TENSORS, LlamaConverter
-from .mixtral import MOE_FIELDS, aux_loss_coef
+from .mixtral import MOE_FIELDS, aux_loss_coef, aux_loss_config
 
 # transformers' GptOssExperts keep x @ W layout: gate_up (E, D, 2F) alternating gate, up
 GPT_OSS_TENSORS = """
@@ -80,3 +82,13 @@ class GptOssConverter(LlamaConverter):
         if sliding:  # the same attention with a causal window of `sliding_window` keys
             local = {**spec["attention"], "kind": "local", "window": int(window)}
             spec["layers"] = [{"select": sliding, "attention": local}]
+
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        """The inverse of `adjust`: rotary, router loss, `layer_types` and the window."""
+        super().adjust_config(config, spec)
+        aux_loss_config(config, spec)
+        layers = [c["attention"] for c in layer_components(stack_config(dict(spec), "decoder"))]
+        config["layer_types"] = [
+            "sliding_attention" if a["kind"] == "local" else "full_attention" for a in layers
+        ]
+        config["sliding_window"] = next((a["window"] for a in layers if a["kind"] == "local"), None)
