@@ -4,9 +4,11 @@ layers (`layer_types`, every other one by default) between global ones."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from archzoo.converter import ConversionError, Field, spec_parts
+from archzoo.plan import layer_components, stack_config
 
 from .common import TASK_LM, decoder_tasks, table, tie
 from .common import task as make_task
@@ -69,6 +71,15 @@ def sliding_layers(spec: dict[str, Any], config: dict[str, Any], default_every: 
         ]
 
 
+def sliding_config(config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+    """The inverse of `sliding_layers`: `layer_types` and `sliding_window` from each layer."""
+    layers = [c["attention"] for c in layer_components(stack_config(dict(spec), "decoder"))]
+    config["layer_types"] = [
+        "sliding_attention" if a["kind"] == "local" else "full_attention" for a in layers
+    ]
+    config["sliding_window"] = next((a["window"] for a in layers if a["kind"] == "local"), None)
+
+
 class Gemma2Converter(GemmaConverter):
     model_type = "gemma2"
     hf_prefix = "Gemma2"
@@ -93,3 +104,13 @@ class Gemma2Converter(GemmaConverter):
         if scalar is not None:
             spec["attention"]["scale"] = float(scalar) ** -0.5
         sliding_layers(spec, config, default_every=2)
+
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        """The inverse of `adjust`: the score scale and the sliding-window layers."""
+        super().adjust_config(config, spec)
+        scale = spec["attention"].get("scale")
+        if scale is not None:
+            scalar = scale**-2
+            near = round(scalar)
+            config["query_pre_attn_scalar"] = near if abs(scalar - near) < 1e-6 * near else scalar
+        sliding_config(config, spec)
