@@ -216,11 +216,15 @@ def refusal(spec: Spec, found: list[Expression], model_type: str | None) -> str:
     readable = [e for e in found if e.error is None]
     lines = [head]
     if readable:
-        blocking = set.intersection(*(set(dict(_collapse(e))) for e in readable))
-        if blocking:
-            values = {p: a for e in readable for p, (a, _) in _collapse(e) if p in blocking}
-            shown = ", ".join(f"{p}: {_show(values[p])}" for p in sorted(blocking))
-            lines.append(f"  spec parts no supported type can express: {shown}")
+        blocking = set.intersection(*(set(e.differences) for e in readable))
+        kinds = {p[: -len(".kind")] for p in blocking if p.endswith(".kind")}
+        shown = sorted(
+            p for p in blocking if p.endswith(".kind") or p.rsplit(".", 1)[0] not in kinds
+        )
+        if shown:
+            values = readable[0].differences
+            text = ", ".join(f"{p}: {_show(values[p][0])}" for p in shown)
+            lines.append(f"  spec parts no supported type can express: {text}")
         else:
             lines.append("  every part is expressible by some type, but no type holds them all")
     ranked = sorted(found, key=lambda e: (e.error is not None, len(_collapse(e))))

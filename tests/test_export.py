@@ -182,12 +182,17 @@ def test_task_heads_export_as_their_architecture(tmp_path, model_type, task, hea
 def test_spec_without_hf_equivalent_is_refused_naming_every_part(tmp_path):
     sizes = {k: v for k, v in TINY_SPEC.items() if "." not in k and k != "head_dim"}
     model = archzoo.build_model(
-        "gpt2", {**sizes, "block": "sandwich_ln", "attention": {"kind": "strided", "stride": 4}}
+        "gpt2",
+        {
+            **sizes,
+            "ffn": {"kind": "glu", "activation": "reglu"},
+            "attention": {"kind": "strided", "stride": 4},
+        },
     )
     with pytest.raises(ExportError) as err:
         archzoo.to_hf(model, tmp_path / "out")
     message = str(err.value)
-    assert "no supported type can express: attention.kind: strided, block.kind: sandwich_ln" in (
+    assert "no supported type can express: attention.kind: strided, ffn.activation: reglu\n" in (
         message
     )
     assert "closest: gpt2" in message
