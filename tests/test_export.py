@@ -46,7 +46,8 @@ EXTRA = {
     "qwen3_moe": {"mlp_only_layers": [1]},
     "albert": {"num_hidden_groups": 2},
     "roberta": {"pad_token_id": 1},
-    "openai-gpt": {"n_inner": None},  # its MLP is always 4 x n_embd
+    "openai-gpt": {"n_inner": None},
+    "gptj": {"rotary_dim": 4},  # its MLP is always 4 x n_embd
 }
 SPECIAL_IDS = {
     "pad_token_id": 0,

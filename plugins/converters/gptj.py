@@ -4,6 +4,7 @@ an untied LM head with a bias."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from archzoo.converter import Converter, Field, get, parse_fields, spec_parts
@@ -64,3 +65,10 @@ class GPTJConverter(Converter):
             "fraction": rotary_dim / head_dim,
             "interleaved": True,
         }
+
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        """The inverse of `adjust`: `rotary_dim` from the rotated fraction of a head."""
+        position = spec["position"]
+        if position.get("kind") == "rotary":
+            head_dim = spec["d_model"] // spec["n_heads"]
+            config["rotary_dim"] = round(position["fraction"] * head_dim)
