@@ -114,7 +114,19 @@ def max_diff(a, b, mask) -> float:
     return (a[keep] - b[keep]).abs().max().item()
 
 
-@pytest.mark.parametrize("model_type", TYPES)
+# types whose converter has no `adjust_config` yet for what its `adjust` computes
+NO_CONFIG_INVERSE = {"deepseek_v3": "MLA sizes, group routing and dense layers not written back"}
+
+
+@pytest.mark.parametrize(
+    "model_type",
+    [
+        pytest.param(t, marks=pytest.mark.xfail(strict=True, reason=NO_CONFIG_INVERSE[t]))
+        if t in NO_CONFIG_INVERSE
+        else t
+        for t in TYPES
+    ],
+)
 def test_every_type_round_trips_into_transformers(tmp_path, model_type):
     ref = tiny_hf(model_type)
     ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf"))
