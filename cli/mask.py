@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 MAX_COLUMNS = 64  # terminal grid: at most this many cells per row
 MAX_PIXELS = 2048  # PNG: at most this many pixels per side
+MASK_BYTES_PER_PAIR = 16  # peak bytes per (query, key) pair, measured: 8 (causal) to 16 (Longformer)
 
 
 def layer_keep(
@@ -24,6 +25,7 @@ def layer_keep(
 ) -> tuple[Tensor, str]:
     """The (length, length) bool mask of one layer's self-attention, and a description."""
     import archzoo
+    from archzoo.memory import check_fits
 
     spec = load_spec(name, sets)
     stacks = spec.stacks()
@@ -39,6 +41,12 @@ def layer_keep(
         )
     attention = part.blocks[part.layer_map[layer]].attention
     causal = part.causal
+    check_fits(  # the mask is dense: refuse before computing one the machine cannot hold
+        MASK_BYTES_PER_PAIR * length * length,
+        "cpu",
+        f"the {length}x{length} mask of {which} layer {layer} ({attention.name})",
+        "use a smaller --len",
+    )
     keep = attention.keep_mask(length, causal=causal)
     mode = "causal" if causal else "bidirectional"
     title = f"{spec.name} {which} layer {layer}: {attention.name} ({mode}), {length} tokens"
@@ -46,18 +54,23 @@ def layer_keep(
 
 
 def pool(keep: Tensor, cells: int) -> Tensor:
-    """Fraction of allowed pairs in each of (cells x cells) squares of a (n, n) mask."""
+    """Fraction of allowed pairs in each of (cells x cells) squares of a (n, n) mask.
+
+    One band of query rows at a time, so the pooling adds no copy of the whole mask."""
     import torch
 
     n = keep.shape[0]
     size = math.ceil(n / cells)
     m = math.ceil(n / size)
-    padded = torch.zeros(m * size, m * size)
-    padded[:n, :n] = keep.float()
-    frac = padded.view(m, size, m, size).sum((1, 3))
+    counts = torch.zeros(m, m)
+    for i in range(m):
+        band = keep[i * size : (i + 1) * size].sum(0)  # (n,) allowed pairs per key
+        padded = torch.zeros(m * size, dtype=band.dtype)
+        padded[:n] = band
+        counts[i] = padded.view(m, size).sum(1).float()  # (m,) per key cell
     rows = torch.arange(m) * size
     area = torch.clamp(n - rows, max=size)[:, None] * torch.clamp(n - rows, max=size)[None, :]
-    return frac / area
+    return counts / area
 
 
 def grid(keep: Tensor) -> list[str]:

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from .interfaces import Dims, NormFactory
+from .memory import check_fits
 from .model import Stack, ZooModel
 from .plan import BuildPlan, LayerPlan, Part
 from .registry import Registry, get_registry
@@ -36,6 +37,13 @@ def build_model(
         spec = load_spec(spec_or_name, overrides, registry=reg)
     device = torch.device(device) if device is not None else torch.device("cpu")
     meta = device.type == "meta"
+    if not meta:  # the weights' size is known before allocating any: refuse what cannot fit
+        check_fits(
+            model_bytes(spec),
+            device,
+            f"building {spec.name!r}",
+            "build it on device='meta' to inspect it, or shrink the spec",
+        )
     with torch.device(device), skip_torch_init() if meta else contextlib.nullcontext():
         model = assemble(spec, spec.plan)
         if not meta:
@@ -43,6 +51,19 @@ def build_model(
     if dtype is not None:
         model = model.to(dtype)
     return model
+
+
+def model_bytes(spec: Spec) -> int:
+    """Bytes of a spec's parameters and buffers as built (tied weights once), from a meta build."""
+    with torch.device("meta"), skip_torch_init():
+        model = assemble(spec, spec.plan)
+    seen: set[int] = set()
+    total = 0
+    for t in [*model.parameters(), *model.buffers()]:
+        if id(t) not in seen:
+            seen.add(id(t))
+            total += t.numel() * t.element_size()
+    return total
 
 
 # torch.nn.init functions that the default reset_parameters of torch's layers call

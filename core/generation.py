@@ -10,6 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .generation_checks import check_generation
+from .input_checks import trusted_inputs
 from .plan import stack_roles
 
 if TYPE_CHECKING:
@@ -184,8 +186,6 @@ def generate(
             f"head {model.head.name!r} does not score the next token (capability `generates`), "
             "so this model cannot generate; use a head that does, such as 'lm'"
         )
-    if input_ids.dim() != 2:
-        raise ValueError(f"input_ids must be (batch, seq), got shape {tuple(input_ids.shape)}")
     _check_args(max_new_tokens, min_new_tokens, temperature, top_k, top_p, num_beams)
     eos = _as_list(eos_token_id if eos_token_id is not None else spec.get("eos_token_id"))
     pad = pad_token_id if pad_token_id is not None else spec.get("pad_token_id")
@@ -210,9 +210,18 @@ def generate(
         generator=generator,
         on_token=on_token,
     )
+    check_generation(
+        model,
+        input_ids,
+        attention_mask,
+        max_new_tokens=max_new_tokens,
+        num_beams=num_beams,
+        use_cache=s.use_cache,
+        seq2seq=role.cross,
+    )
     if attention_mask is None:
         attention_mask = _infer_mask(input_ids, pad, eos)
-    with torch.inference_mode():
+    with torch.inference_mode(), trusted_inputs():  # checked above; steps feed their own
         if role.cross:
             start = decoder_start_token_id
             if start is None:

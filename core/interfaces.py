@@ -64,6 +64,10 @@ class Embedding(Component):
         """Use `other`'s token table (one vocabulary across encoder and decoder)."""
         raise NotImplementedError(f"embedding {self.name!r} cannot share its word table")
 
+    def segment_types(self) -> int | None:
+        """How many token_type_ids it embeds (0: it takes none), or None when it does not say."""
+        return None
+
     def forward(
         self,
         input_ids: Tensor,
@@ -106,6 +110,10 @@ class Position(Component):
 
     def embed(self, positions: Tensor) -> Tensor | None:
         """(B, T) positions -> (B, T, dims.d_model) vectors added to token embeddings, or None."""
+        return None
+
+    def position_limit(self) -> int | None:
+        """Positions it can encode are below this (a learned table's size), or None: no bound."""
         return None
 
     def prepare(self, q_pos: Tensor, k_pos: Tensor) -> Any:

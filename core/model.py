@@ -12,6 +12,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .aux_loss import aux_loss_modules, pooled_aux_loss, reset_aux_losses
 from .cache import CrossCache, KVCache, LayerCache
+from .input_checks import InputChecks, check_label_values
 from .interfaces import AttentionContext, Embedding, Head, Position
 from .masks import AttentionMask
 from .outputs import StackRecord, requested_layers
@@ -282,8 +283,18 @@ class ZooModel(nn.Module):
             )
             extra["attention_inputs"] = flatten_inputs(attention_inputs, choices)
         reset_aux_losses(self._aux_groups)
+        self._check_inputs(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            decoder_input_ids,
+            decoder_attention_mask,
+            labels,
+            position_ids,
+            encoder_outputs,
+            label_rows=None if choices is None else choices[0],
+        )
         if self.family == "encoder":
-            self._check_ids(input_ids, "input_ids")
             hidden = self.encoder(
                 input_ids,
                 attention_mask,
@@ -294,7 +305,6 @@ class ZooModel(nn.Module):
             )
             mask = attention_mask
         elif self.family == "decoder":
-            self._check_ids(input_ids, "input_ids")
             hidden = self.decoder(
                 input_ids,
                 attention_mask,
@@ -306,12 +316,8 @@ class ZooModel(nn.Module):
             )
             mask = attention_mask
         else:
-            if decoder_input_ids is None:
-                raise ValueError("an encoder-decoder model needs decoder_input_ids")
-            self._check_ids(decoder_input_ids, "decoder_input_ids")
             enc_out = encoder_outputs
             if enc_out is None:
-                self._check_ids(input_ids, "input_ids")
                 enc_out = self.encoder(
                     input_ids, attention_mask, token_type_ids, record=rec.get("encoder"), **extra
                 )
@@ -345,6 +351,8 @@ class ZooModel(nn.Module):
                 raise ValueError(
                     f"head {self.head.name!r} makes no logits, so labels cannot be used"
                 )
+            if isinstance(out, Tensor) and out.dim() == 3:  # token-level class ids
+                check_label_values(labels, out)
             loss = self.head.masked_loss(out, labels, mask)
         aux_loss = None
         if self._aux_groups:
@@ -373,22 +381,52 @@ class ZooModel(nn.Module):
                 out["cross_attentions"] = cross
         return out
 
-    def _check_ids(self, ids: Tensor | None, name: str) -> None:
-        if ids is None:
-            raise ValueError(f"{name} is required")
-        if ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
-            raise ValueError(
-                f"{name} must be an integer tensor of shape (batch, seq), "
-                f"got {ids.dtype} {tuple(ids.shape)}"
-            )
-        if ids.shape[1] == 0:
-            raise ValueError(f"{name} is empty (sequence length 0)")
-        if torch.compiler.is_compiling() or ids.device.type == "meta":
-            return
-        lo, hi = int(ids.min()), int(ids.max())
+    def _check_inputs(
+        self,
+        input_ids: Tensor | None,
+        attention_mask: Tensor | None,
+        token_type_ids: Tensor | None,
+        decoder_input_ids: Tensor | None,
+        decoder_attention_mask: Tensor | None,
+        labels: Tensor | None,
+        position_ids: Tensor | None,
+        encoder_outputs: Tensor | None,
+        *,
+        label_rows: int | None = None,
+    ) -> None:
+        """Shapes, dtypes and batch sizes of every input; id ranges read once (input_checks).
+        `label_rows`: rows of `labels` when they differ from the inputs' (multiple choice)."""
+        checks = InputChecks()
         vocab = self.spec.data["vocab_size"]
-        if lo < 0 or hi >= vocab:
-            raise ValueError(f"{name} holds ids outside [0, {vocab}): min {lo}, max {hi}")
+        if self.family != "encoder-decoder":
+            stack = self.encoder if self.encoder is not None else self.decoder
+            B, T = checks.ids(input_ids, "input_ids", vocab)
+            checks.keep_mask(attention_mask, "attention_mask", B, "input_ids")
+            checks.segments(token_type_ids, (B, T), stack.embedding.segment_types())
+            limit = stack.position.position_limit()
+            checks.positions(position_ids, (B, T), limit, "position_ids")
+            if label_rows is None:
+                checks.labels(labels, B, "input_ids")
+            else:
+                checks.labels(labels, label_rows, "input_ids (batch, choices, seq)")
+            checks.run()
+            return
+        if decoder_input_ids is None:
+            raise ValueError("an encoder-decoder model needs decoder_input_ids")
+        B, T = checks.ids(decoder_input_ids, "decoder_input_ids", vocab)
+        checks.keep_mask(decoder_attention_mask, "decoder_attention_mask", B, "decoder_input_ids")
+        limit = self.decoder.position.position_limit()
+        checks.positions(position_ids, (B, T), limit, "position_ids")
+        checks.labels(labels, B, "decoder_input_ids")
+        if encoder_outputs is None:
+            source, (rows, length) = "input_ids", checks.ids(input_ids, "input_ids", vocab)
+            checks.segments(token_type_ids, (rows, length), self.encoder.embedding.segment_types())
+        else:
+            source, rows = "encoder_outputs", encoder_outputs.shape[0]
+        checks.keep_mask(attention_mask, "attention_mask", rows, source)
+        if rows != B:
+            raise ValueError(f"decoder_input_ids has batch size {B} but {source} has {rows}")
+        checks.run()
 
     def new_cache(self, batch: int, capacity: int) -> KVCache:
         """An empty KV cache for the decoder stack (with cross-attention slots if any)."""

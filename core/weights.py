@@ -12,6 +12,7 @@ from safetensors import SafetensorError, safe_open
 
 from .builder import build_model, capture_ties, restore_ties
 from .errors import SpecError, WeightsError
+from .memory import check_fits
 from .model import ZooModel
 from .provenance import PROVENANCE_KEY, install_hint, provenance
 from .registry import get_registry
@@ -100,6 +101,7 @@ def load(
         hint = install_hint(meta.get(PROVENANCE_KEY), get_registry())
         msg = f"{p}: the spec stored in the file does not validate:\n{exc}{hint}"
         raise WeightsError(msg) from None
+    check_fits(p.stat().st_size, "cpu", f"loading {p}")  # the tensors are read into memory
     state = _read_tensors(p)
     stored = next((t.dtype for t in state.values() if t.is_floating_point()), None)
     model = build_model(spec, device="meta", dtype=stored)  # keep the saved precision

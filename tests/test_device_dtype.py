@@ -55,7 +55,7 @@ def test_gpt2_xl_sized_model_builds_on_meta_quickly_without_memory():
     start = time.perf_counter()
     model = archzoo.build_model(name, overrides, device="meta")
     elapsed = time.perf_counter() - start
-    assert elapsed < 2.0, f"meta build of a 1.5B model took {elapsed:.2f}s"
+    assert elapsed < 10.0, f"meta build of a 1.5B model took {elapsed:.2f}s"
     params = list(model.parameters())
     assert params and all(p.is_meta for p in params)
     assert all(b.is_meta for b in model.buffers())

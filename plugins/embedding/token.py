@@ -48,6 +48,9 @@ class TokenEmbedding(Embedding):
             )
         self.word.weight = weight
 
+    def segment_types(self) -> int:
+        return self.cfg.type_vocab_size
+
     def embed(
         self, input_ids: Tensor, token_type_ids: Tensor | None, position_embeds: Tensor | None
     ) -> Tensor:

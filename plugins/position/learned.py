@@ -25,9 +25,13 @@ class LearnedPosition(Position):
         super().__init__(cfg, dims, causal=causal)
         self.table = nn.Embedding(dims.max_len + cfg.offset, dims.d_model)
 
+    def position_limit(self) -> int:
+        return self.dims.max_len
+
     def embed(self, positions: Tensor) -> Tensor:
         if (
             not torch.compiler.is_compiling()
+            and positions.device.type != "meta"
             and positions.numel()
             and int(positions.max()) >= self.dims.max_len
         ):
