@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 MAX_COLUMNS = 64  # terminal grid: at most this many cells per row
 MAX_PIXELS = 2048  # PNG: at most this many pixels per side
-MASK_BYTES_PER_PAIR = 16  # peak bytes per (query, key) pair, measured: 8 (causal) to 16 (Longformer)
+# peak bytes per (query, key) pair of `zoo mask`, measured: 8 (causal) to 16 (Longformer)
+MASK_BYTES_PER_PAIR = 16
 
 
 def layer_keep(
