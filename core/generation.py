@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .generation_checks import check_generation
+from .generation_checks import check_arguments, check_generation
 from .input_checks import trusted_inputs
 from .plan import stack_roles
 
@@ -186,7 +186,25 @@ def generate(
             f"head {model.head.name!r} does not score the next token (capability `generates`), "
             "so this model cannot generate; use a head that does, such as 'lm'"
         )
-    _check_args(max_new_tokens, min_new_tokens, temperature, top_k, top_p, num_beams)
+    check_arguments(
+        model.spec.data["vocab_size"],
+        max_new_tokens=max_new_tokens,
+        min_new_tokens=min_new_tokens,
+        do_sample=do_sample,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        num_beams=num_beams,
+        length_penalty=length_penalty,
+        early_stopping=early_stopping,
+        eos_token_id=eos_token_id,
+        pad_token_id=pad_token_id,
+        decoder_start_token_id=decoder_start_token_id,
+        forced_eos_token_id=forced_eos_token_id,
+        use_cache=use_cache,
+        generator=generator,
+        on_token=on_token,
+    )
     eos = _as_list(eos_token_id if eos_token_id is not None else spec.get("eos_token_id"))
     pad = pad_token_id if pad_token_id is not None else spec.get("pad_token_id")
     if pad is None and eos:
@@ -255,28 +273,6 @@ def generate(
 def _repeat(t: Tensor | None, k: int) -> Tensor | None:
     """Each row k times in a row (B*k, ...), as beam search lays out its beams."""
     return t if t is None or k == 1 else t.repeat_interleave(k, dim=0)
-
-
-def _check_args(
-    max_new: int,
-    min_new: int,
-    temperature: float,
-    top_k: int | None,
-    top_p: float | None,
-    beams: int,
-) -> None:
-    if not isinstance(max_new, int) or max_new < 1:
-        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new!r}")
-    if min_new < 0 or min_new > max_new:
-        raise ValueError(f"min_new_tokens must be in [0, max_new_tokens={max_new}], got {min_new}")
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
-    if top_k is not None and top_k < 0:
-        raise ValueError(f"top_k must be >= 0, got {top_k}")
-    if top_p is not None and not 0.0 < top_p <= 1.0:
-        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-    if beams < 1:
-        raise ValueError(f"num_beams must be >= 1, got {beams}")
 
 
 def _infer_mask(ids: Tensor, pad: int | None, eos: list[int]) -> Tensor:

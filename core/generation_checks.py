@@ -3,8 +3,10 @@ encode, and caches or buffers larger than the device's free memory."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import math
+from typing import TYPE_CHECKING, Any
 
+import torch
 from torch import Tensor
 
 from .costs import kv_cache_values
@@ -65,3 +67,57 @@ def check_generation(
         f"generating max_new_tokens={max_new_tokens} for {rows} rows (KV cache and token buffers)",
         "ask for fewer tokens, beams or rows",
     )
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _token(name: str, value: Any, vocab: int, *, many: bool = False) -> None:
+    """None, a token id in [0, vocab), or (when `many`) a list of them."""
+    values = value if many and isinstance(value, (list, tuple)) else [value]
+    for v in values:
+        if v is not None and not (_integer(v) and 0 <= v < vocab):
+            raise ValueError(f"{name} must be a token id in [0, {vocab}), got {v!r}")
+
+
+def check_arguments(vocab: int, **args: Any) -> None:
+    """Types and ranges of generate's keyword arguments (`vocab`: the logits' size)."""
+    max_new, min_new = args["max_new_tokens"], args["min_new_tokens"]
+    if not _integer(max_new) or max_new < 1:
+        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new!r}")
+    if not _integer(min_new) or not 0 <= min_new <= max_new:
+        raise ValueError(
+            f"min_new_tokens must be an integer in [0, max_new_tokens={max_new}], got {min_new!r}"
+        )
+    temperature, top_k, top_p = args["temperature"], args["top_k"], args["top_p"]
+    if not _real(temperature) or temperature <= 0:
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+    if top_k is not None and (not _integer(top_k) or top_k < 0):
+        raise ValueError(f"top_k must be an integer >= 0, got {top_k!r}")
+    if top_p is not None and (not _real(top_p) or not 0.0 < top_p <= 1.0):
+        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+    if not _integer(args["num_beams"]) or args["num_beams"] < 1:
+        raise ValueError(f"num_beams must be an integer >= 1, got {args['num_beams']!r}")
+    if not _real(args["length_penalty"]):
+        raise ValueError(f"length_penalty must be a finite number, got {args['length_penalty']!r}")
+    if args["early_stopping"] not in (True, False, "never"):
+        raise ValueError(
+            f"early_stopping must be True, False or 'never', got {args['early_stopping']!r}"
+        )
+    for name in ("do_sample", "use_cache"):
+        if not isinstance(args[name], bool) and not (name == "use_cache" and args[name] is None):
+            raise ValueError(f"{name} must be True or False, got {args[name]!r}")
+    _token("eos_token_id", args["eos_token_id"], vocab, many=True)
+    for name in ("pad_token_id", "decoder_start_token_id", "forced_eos_token_id"):
+        _token(name, args[name], vocab)
+    if args["generator"] is not None and not isinstance(args["generator"], torch.Generator):
+        raise ValueError(
+            f"generator must be a torch.Generator, got {type(args['generator']).__name__}"
+        )
+    if args["on_token"] is not None and not callable(args["on_token"]):
+        raise ValueError(f"on_token must be callable, got {type(args['on_token']).__name__}")

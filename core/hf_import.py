@@ -18,6 +18,7 @@ from .model import ZooModel
 from .registry import Registry, RegistryError, get_registry
 from .safe_read import LazyTensors
 from .spec import load_spec
+from .spec_checks import size_estimate
 from .weights import WeightsError, load_state
 
 
@@ -63,8 +64,12 @@ def from_hf(
     d = Path(directory)
     config = read_config(d)
     model_type = config["model_type"]
-    converter = reg.converter(model_type)
-    src = TensorSource(read_safetensors(d), str(d))
+    try:
+        converter = reg.converter(model_type)
+    except ConversionError as exc:
+        raise ConversionError(f"{d / 'config.json'}: {exc}") from None
+    tensors = read_safetensors(d)
+    src = TensorSource(tensors, str(d))
     try:
         if isinstance(converter, Converter) and converter.tasks:  # a task may show in tensors
             spec_data = converter.to_spec(config, src.names())
@@ -73,10 +78,15 @@ def from_hf(
         spec = load_spec(spec_data, registry=reg)
     except SpecError as exc:  # name the file the bad values came from
         raise ConversionError(f"{d / 'config.json'}: describes an invalid model:\n{exc}") from None
-    except (ConversionError, RegistryError):
+    except ConversionError as exc:  # a converter's "config.json has no 'x'": name the file
+        if str(d) in str(exc):
+            raise
+        raise ConversionError(f"{d}: {exc}") from None
+    except RegistryError:
         raise
     except Exception as exc:  # a converter (a plugin's, maybe) that crashes on odd values
         raise _converter_failed(d, model_type, reg, exc) from None
+    check_config_fits_weights(d, spec, tensors.value_count())
     model = build_model(spec, device="meta", registry=reg)
     try:
         if hasattr(converter, "import_state"):  # the table names what the model holds
@@ -93,6 +103,18 @@ def from_hf(
     if device is not None or dtype is not None:
         model = model.to(device=device, dtype=dtype)
     return model.eval()
+
+
+def check_config_fits_weights(d: Path, spec: Any, held: int) -> None:
+    """Refuse, before building, a config describing far more parameters than the files hold
+    (10,000 layers over a one-layer checkpoint would take minutes to build, then fail)."""
+    est = spec.data["vocab_size"] * spec.data["d_model"]  # a rough count (spec_checks)
+    est += sum(size_estimate(stack) for stack in spec.plan.stacks)
+    if est > 4 * held + 2**16:
+        raise ConversionError(
+            f"{d / 'config.json'}: describes a model of about {est:,} parameters, but the "
+            f"checkpoint's safetensors hold {held:,} numbers: the config does not fit the weights"
+        )
 
 
 def _converter_failed(d: Path, model_type: str, reg: Registry, exc: Exception) -> ConversionError:

@@ -9,6 +9,7 @@ as its result exists: importing costs the model's size plus one layer, not twice
 from __future__ import annotations
 
 import json
+import math
 import struct
 import sys
 import weakref
@@ -52,6 +53,10 @@ class LazyTensors(Mapping[str, Tensor]):
                     8 + size + start,
                     end - start,
                 )
+
+    def value_count(self) -> int:
+        """How many numbers the files hold in all (from the headers; nothing read)."""
+        return sum(math.prod(shape) for _, _, shape, _, _ in self.index.values())
 
     def __getitem__(self, name: str) -> Tensor:
         tensor = self.live.get(name)

@@ -136,6 +136,12 @@ HF_CASES = [
     ("weights-links-to-device", 1, link("model.safetensors", "/dev/zero"), archzoo.ConversionError, ["model.safetensors is not a regular file"]),
     ("weights-header-lies", 1, raw_file("model.safetensors", (10**12).to_bytes(8, "little") + b"{}"), archzoo.ConversionError, ["model.safetensors: cannot read safetensors"]),
     ("weights-truncated", 1, lambda d: (d / "model.safetensors").write_bytes((d / "model.safetensors").read_bytes()[:200]), archzoo.ConversionError, ["cannot read safetensors"]),
+    # 3. a config far larger than its weights is refused before building (10,000 layers took minutes)
+    ("config-10000-layers", 1, config(n_layer=10_000), archzoo.ConversionError, ["config.json: describes a model of about 25,601,536 parameters", "hold 3,792 numbers"]),
+    ("config-huge-vocab", 2, config(vocab_size=5_000_000), archzoo.ConversionError, ["config.json: describes a model of about 80,003,072 parameters"]),
+    # 8. errors of the converter table name the checkpoint and config.json
+    ("config-unknown-type", 1, config(model_type="mamba"), archzoo.ConversionError, ["config.json: unsupported model_type 'mamba'"]),
+    ("config-key-of-another-type", 1, config(model_type="llama"), archzoo.ConversionError, ["hf: config.json has no 'hidden_size'"]),
 ]
 # fmt: on
 

@@ -207,3 +207,46 @@ def test_value_checks_are_skipped_for_meta_trusted_and_compiled_inputs(monkeypat
         monkeypatch.undo()
         with pytest.raises(ValueError, match="input_ids holds ids outside"):
             checks.run()
+
+
+# generate's keyword arguments through the Python API: NaN/inf, wrong types, ids past the vocab
+# fmt: off
+ARGUMENT_CASES = [
+    ({"do_sample": True, "temperature": float("nan")}, "temperature must be a finite number > 0, got nan"),
+    ({"do_sample": True, "temperature": float("inf")}, "temperature must be a finite number > 0, got inf"),
+    ({"temperature": "hot"}, "temperature must be a finite number > 0, got 'hot'"),
+    ({"temperature": 0}, "temperature must be a finite number > 0, got 0"),
+    ({"top_p": float("nan")}, "top_p must be in (0, 1], got nan"),
+    ({"top_k": 1.5}, "top_k must be an integer >= 0, got 1.5"),
+    ({"top_k": True}, "top_k must be an integer >= 0, got True"),
+    ({"max_new_tokens": True}, "max_new_tokens must be a positive integer, got True"),
+    ({"max_new_tokens": "5"}, "max_new_tokens must be a positive integer, got '5'"),
+    ({"min_new_tokens": "1"}, "min_new_tokens must be an integer in [0, max_new_tokens=3], got '1'"),
+    ({"min_new_tokens": 1.5}, "min_new_tokens must be an integer in [0, max_new_tokens=3], got 1.5"),
+    ({"min_new_tokens": 4}, "min_new_tokens must be an integer in [0, max_new_tokens=3], got 4"),
+    ({"num_beams": 2.0}, "num_beams must be an integer >= 1, got 2.0"),
+    ({"num_beams": True}, "num_beams must be an integer >= 1, got True"),
+    ({"num_beams": 2, "length_penalty": float("nan")}, "length_penalty must be a finite number, got nan"),
+    ({"num_beams": 2, "early_stopping": "sometimes"}, "early_stopping must be True, False or 'never', got 'sometimes'"),
+    ({"do_sample": "yes"}, "do_sample must be True or False, got 'yes'"),
+    ({"use_cache": "no"}, "use_cache must be True or False, got 'no'"),
+    ({"eos_token_id": 999}, "eos_token_id must be a token id in [0, 64), got 999"),
+    ({"eos_token_id": -3}, "eos_token_id must be a token id in [0, 64), got -3"),
+    ({"eos_token_id": [1, 999]}, "eos_token_id must be a token id in [0, 64), got 999"),
+    ({"eos_token_id": "a"}, "eos_token_id must be a token id in [0, 64), got 'a'"),
+    ({"pad_token_id": 999, "eos_token_id": 1}, "pad_token_id must be a token id in [0, 64), got 999"),
+    ({"pad_token_id": -1}, "pad_token_id must be a token id in [0, 64), got -1"),
+    ({"forced_eos_token_id": 64}, "forced_eos_token_id must be a token id in [0, 64), got 64"),
+    ({"decoder_start_token_id": 99}, "decoder_start_token_id must be a token id in [0, 64), got 99"),
+    ({"do_sample": True, "generator": "seed"}, "generator must be a torch.Generator, got str"),
+    ({"on_token": 5}, "on_token must be callable, got int"),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize("kwargs, words", ARGUMENT_CASES)
+def test_hostile_generate_argument_is_a_value_error_naming_it(kwargs, words, models):
+    kwargs = {"max_new_tokens": 3, **kwargs}
+    with pytest.raises(ValueError) as err:
+        models["gpt2"].generate(ids(), **kwargs)
+    assert words in str(err.value)
