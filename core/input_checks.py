@@ -173,7 +173,7 @@ class InputChecks:
     def run(self) -> None:
         """Read every value check at once (one device sync); raise the first that fails."""
         checks = self.values
-        if not checks or _trusted.get() or torch.compiler.is_compiling():
+        if not checks or torch.compiler.is_compiling() or _trusted.get():
             return
         if any(c.tensor.device.type == "meta" for c in checks):
             return
