@@ -23,6 +23,7 @@ from .converters.albert import AlbertConverter
 from .converters.bart import BartConverter
 from .converters.bert import BertConverter, RobertaConverter, XLMRobertaConverter
 from .converters.bloom import BloomConverter
+from .converters.ctrl import CTRLConverter
 from .converters.deepseek import DeepseekV3Converter
 from .converters.distilbert import DistilBertConverter
 from .converters.electra import ElectraConverter
@@ -159,6 +160,7 @@ BUILTIN_CONVERTERS = (
     UMT5Converter(),
     GPTJConverter(),
     DeepseekV3Converter(),
+    CTRLConverter(),
 )
 
 

@@ -442,3 +442,19 @@ PUBLISHED["deepseek-v3"] = (
     ),
 )
 CAUSAL_LM["DeepseekV3Config"] = "DeepseekV3ForCausalLM"
+# CTRL (Salesforce/ctrl's config.json; positions are a fixed table, n_positions only bounds them)
+PUBLISHED["ctrl"] = (
+    "CTRLConfig",
+    dict(
+        vocab_size=246534,
+        n_positions=50000,
+        n_embd=1280,
+        dff=8192,
+        n_layer=48,
+        n_head=16,
+        resid_pdrop=0.1,
+        embd_pdrop=0.1,
+        layer_norm_epsilon=1e-6,
+    ),
+)
+CAUSAL_LM["CTRLConfig"] = "CTRLLMHeadModel"

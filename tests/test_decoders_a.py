@@ -62,6 +62,11 @@ CASES: dict[str, tuple[str, str, dict]] = {
         "ForCausalLM",
         dict(n_embd=32, n_layer=2, n_head=4, n_positions=64, rotary_dim=4),
     ),
+    "ctrl": (  # sqrt(d)-scaled embeddings, sines-then-cosines positions, tied head with a bias
+        "CTRL",
+        "LMHeadModel",
+        dict(n_embd=32, n_layer=2, n_head=4, dff=64, n_positions=64),
+    ),
 }
 
 
