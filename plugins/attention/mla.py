@@ -133,8 +133,26 @@ class MultiHeadLatentAttention(Attention):
         w_uk, w_uv = w.split([self.nope, self.v_dim], dim=1)  # (H, nope, rank), (H, v, rank)
         q = torch.cat([q_nope @ w_uk, q_rope], dim=-1)  # (B, H, Tq, rank + rope)
         k = torch.cat([c, k_rope], dim=-1)  # (B, 1, Tk, rank + rope)
-        out = self.attend(q, k, c, ctx)  # (B, H, Tq, rank)
+        out = self.attend_shared(q, k, c, ctx)  # (B, H, Tq, rank)
         return out @ w_uv.transpose(1, 2)  # (B, H, Tq, v)
+
+    def attend_shared(self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext) -> Tensor:
+        """SDPA with one key/value head for all: the heads fold into the query rows, so the
+        latent is read once instead of copied per head (SDPA's GQA expands it on CPU)."""
+        B, H, Tq, E = q.shape
+        self.record_probs(ctx, q, k, scale=self.scale)  # only when asked
+        keep = ctx.mask.dense()  # (B or 1, 1, Tq, Tk), or None when nothing is masked
+        if keep is not None:
+            keep = keep.expand(-1, H, -1, -1).reshape(keep.shape[0], 1, H * Tq, -1)
+        out = F.scaled_dot_product_attention(
+            q.reshape(B, 1, H * Tq, E),  # (B, 1, H*Tq, rank + rope)
+            k,
+            v,
+            attn_mask=keep,
+            dropout_p=self.dropout if self.training else 0.0,
+            scale=self.scale,
+        )  # (B, 1, H*Tq, rank)
+        return ctx.mask.zero_empty_rows(out.view(B, H, Tq, -1))
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext) -> Tensor:
         """SDPA under the context's mask; k and v may have one head shared by all."""
