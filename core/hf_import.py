@@ -17,6 +17,7 @@ from .hf_tensors import ZooNames
 from .model import ZooModel
 from .registry import Registry, RegistryError, get_registry
 from .safe_read import LazyTensors
+from .sentence_transformers import sentence_embedding_head
 from .spec import load_spec
 from .spec_checks import size_estimate
 from .weights import WeightsError, load_state
@@ -75,6 +76,15 @@ def from_hf(
             spec_data = converter.to_spec(config, src.names())
         else:  # a duck-typed converter of the first contract
             spec_data = converter.to_spec(config)
+        pooling = sentence_embedding_head(d)
+        if pooling is not None:  # a sentence-transformers directory: a headless encoder
+            head = spec_data.get("head")
+            if not isinstance(head, dict) or head.get("kind") != "none":
+                raise ConversionError(
+                    f"{d / 'modules.json'}: sentence-transformers pooling needs a base model "
+                    f"checkpoint, not {config.get('architectures')}"
+                )
+            head.update(pooling)
         spec = load_spec(spec_data, registry=reg)
     except SpecError as exc:  # name the file the bad values came from
         raise ConversionError(f"{d / 'config.json'}: describes an invalid model:\n{exc}") from None

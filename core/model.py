@@ -66,6 +66,7 @@ class ModelOutput:
     decoder_attentions: tuple[Tensor | None, ...] | None = None
     cross_attentions: tuple[Tensor | None, ...] | None = None
     pooler_output: Tensor | None = None  # heads that name their outputs (HF names) fill
+    sentence_embedding: Tensor | None = None  # (B, D) pooled (sentence-transformers' name)
     start_logits: Tensor | None = None  # these instead of `logits`
     end_logits: Tensor | None = None
 
@@ -347,7 +348,7 @@ class ZooModel(nn.Module):
         if labels is not None and not return_logits:
             loss = self.head.hidden_loss(head_hidden, labels, mask)
         elif labels is not None:
-            if out is None or "pooler_output" in named:
+            if out is None or not any(k.endswith("logits") for k in named):
                 raise ValueError(
                     f"head {self.head.name!r} makes no logits, so labels cannot be used"
                 )

@@ -66,6 +66,7 @@ from .head.mlm import MLMHead
 from .head.multiple_choice import MultipleChoiceHead
 from .head.none import NoHead
 from .head.question_answering import QuestionAnsweringHead
+from .head.sentence_embedding import SentenceEmbeddingHead
 from .head.token_classifier import TokenClassifierHead
 from .norm.layernorm import LayerNorm
 from .norm.rmsnorm import RMSNorm
@@ -119,6 +120,7 @@ BUILTIN_COMPONENTS = (
     QuestionAnsweringHead,
     MultipleChoiceHead,
     DiscriminatorHead,
+    SentenceEmbeddingHead,
 )
 
 BUILTIN_CONVERTERS = (

@@ -46,6 +46,7 @@ HEAD_OUTPUTS: dict[str, HeadOutput | None] = {
     "multiple_choice": HeadOutput(per_token=False, classes="choices"),  # logits (1, BATCH)
     "discriminator": HeadOutput(per_token=True, classes="binary"),  # one logit per token (B, T)
     "none": None,  # no logits: the loss is a fixed projection of last_hidden_state
+    "sentence_embedding": None,  # no logits: a pooled vector beside last_hidden_state
 }
 
 
