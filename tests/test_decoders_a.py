@@ -67,7 +67,13 @@ CASES: dict[str, tuple[str, str, dict]] = {
         "LMHeadModel",
         dict(n_embd=32, n_layer=2, n_head=4, dff=64, n_positions=64),
     ),
+    "openai_gpt": (  # GPT-1: post-LN, learned positions, tied head (its converter: LM only)
+        "OpenAIGPT",
+        "LMHeadModel",
+        dict(n_embd=32, n_layer=2, n_head=4, n_positions=64),
+    ),
 }
+NO_BASE_MODEL = ("opt_350m_layout", "openai_gpt")  # refused (tested below) / LM-only converter
 
 
 def make(case: str, suffix: str | None = None, **overrides) -> torch.nn.Module:
@@ -115,7 +121,7 @@ def test_greedy_generation_equals_transformers(tmp_path, case):
     assert got.tolist() == want.tolist()
 
 
-@pytest.mark.parametrize("case", sorted(c for c in CASES if c != "opt_350m_layout"))
+@pytest.mark.parametrize("case", sorted(c for c in CASES if c not in NO_BASE_MODEL))
 def test_base_model_gives_hf_last_hidden_state(tmp_path, case):
     ref, ours = imported(tmp_path, case, "Model")
     assert ours.spec.data["head"]["kind"] == "none"
