@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -13,7 +14,7 @@ from torch import nn
 from .interfaces import Dims, NormFactory
 from .memory import check_fits
 from .model import Stack, ZooModel
-from .plan import BuildPlan, LayerPlan, Part
+from .plan import BuildPlan, LayerPlan, Part, StackPlan
 from .registry import Registry, get_registry
 from .spec import Spec, load_spec
 
@@ -120,9 +121,12 @@ def assemble(spec: Spec, plan: BuildPlan) -> ZooModel:
             if group not in blocks:
                 blocks[group] = make_block(stack.layers[i], stack.dims, cross=stack.role.cross)
         final = stack.layers[-1].block.cls.capabilities.final_norm
+        layer_positions, position_of = layer_positions_of(stack)
         stacks[stack.role.which] = Stack(
             embedding=embedding,
             position=stack.position.make(stack.position_dims, causal=stack.role.causal),
+            layer_positions=layer_positions,
+            position_of=position_of,
             blocks=[blocks[g] for g in sorted(blocks)],
             layer_map=stack.layer_map,
             final_norm=norm_factory(stack.norm, stack.dims)() if final else None,
@@ -137,6 +141,24 @@ def assemble(spec: Spec, plan: BuildPlan) -> ZooModel:
         family=spec.family,
     )
     return ZooModel(spec, encoder=stacks.get("encoder"), decoder=stacks.get("decoder"), head=head)
+
+
+def layer_positions_of(stack: StackPlan) -> tuple[list[nn.Module], list[int | None]]:
+    """The distinct positions layers set for themselves (one module per distinct mapping),
+    and for each layer the index of its own, or None for the stack's."""
+    modules: list[nn.Module] = []
+    index: dict[str, int] = {}
+    position_of: list[int | None] = []
+    for layer in stack.layers:
+        if layer.position is None:
+            position_of.append(None)
+            continue
+        key = json.dumps(layer.position.spec, sort_keys=True)
+        if key not in index:
+            index[key] = len(modules)
+            modules.append(layer.position.make(stack.position_dims, causal=stack.role.causal))
+        position_of.append(index[key])
+    return modules, position_of
 
 
 def norm_factory(norm: Part, dims: Dims) -> NormFactory:

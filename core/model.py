@@ -75,7 +75,8 @@ class ModelOutput:
 
 
 class Stack(nn.Module):
-    """Embedding, position, blocks (possibly shared) and an optional final norm."""
+    """Embedding, position, blocks (possibly shared) and an optional final norm; layers may
+    rotate or bias by positions of their own (`layer_positions[position_of[j]]`)."""
 
     def __init__(
         self,
@@ -87,10 +88,14 @@ class Stack(nn.Module):
         final_norm: nn.Module | None,
         causal: bool,
         checkpointing: bool = False,
+        layer_positions: list[Position] | None = None,
+        position_of: list[int | None] | None = None,
     ) -> None:
         super().__init__()
         self.embedding = embedding
         self.position = position
+        self.layer_positions = nn.ModuleList(layer_positions or [])
+        self.position_of = position_of or [None] * len(layer_map)
         self.blocks = nn.ModuleList(blocks)
         self.layer_map = layer_map
         self.final_norm = final_norm
@@ -126,6 +131,11 @@ class Stack(nn.Module):
         )
         state = self.position.prepare(position_ids, k_pos)
         ctx = AttentionContext(mask, self.position, state, inputs=attention_inputs or {})
+        own = [  # the layers' own positions, prepared once per forward like the stack's
+            replace(ctx, position=p, position_state=p.prepare(position_ids, k_pos))
+            for p in self.layer_positions
+        ]
+        layer_ctxs = [ctx if i is None else own[i] for i in self.position_of]
         cross_ctx = None
         if memory is not None:
             cross_mask = AttentionMask.build(
@@ -135,8 +145,8 @@ class Stack(nn.Module):
         recompute = self.checkpointing and self.training and torch.is_grad_enabled()
         per_layer = self.position.per_layer
         for j, i in enumerate(self.layer_map):
-            lctx = ctx
-            if per_layer:  # a position with parameters per layer (UMT5)
+            lctx = layer_ctxs[j]
+            if per_layer and self.position_of[j] is None:  # parameters per layer (UMT5)
                 lctx = replace(ctx, position_state=self.position.layer_state(state, j))
             if record is not None:
                 x = self._recorded_layer(j, i, x, lctx, memory, cross_ctx, cache, record)

@@ -18,6 +18,7 @@ from .registry import Registry
 from .spec_fields import STACKS
 
 LAYER_PARTS = ("attention", "ffn", "block", "norm")
+LAYER_OVERRIDES = (*LAYER_PARTS, "position")  # a layer may also rotate/bias by its own position
 
 
 @dataclass(frozen=True)
@@ -94,16 +95,21 @@ class Part:
 
 @dataclass(frozen=True)
 class LayerPlan:
-    """The attention, ffn, block and norm of one layer."""
+    """The attention, ffn, block and norm of one layer, and its own position (None: the
+    stack's)."""
 
     attention: Part
     ffn: Part
     block: Part
     norm: Part
+    position: Part | None = None
 
     def components(self) -> dict[str, dict[str, Any]]:
         """The resolved spec mappings of the layer's parts, by kind."""
-        return {kind: getattr(self, kind).spec for kind in LAYER_PARTS}
+        out = {kind: getattr(self, kind).spec for kind in LAYER_PARTS}
+        if self.position is not None:
+            out["position"] = self.position.spec
+        return out
 
 
 @dataclass
@@ -167,7 +173,7 @@ def part(reg: Registry, kind: str, comp: dict[str, Any]) -> Part:
 
 
 def layer_components(cfg: dict[str, Any]) -> list[dict[str, dict[str, Any]]]:
-    """For each layer of a stack config, its attention/ffn/block/norm mappings."""
+    """For each layer of a stack config, its attention/ffn/block/norm/position mappings."""
     base, changed = _layer_overrides(cfg)
     return [dict(changed.get(i, base)) for i in range(cfg["n_layers"])]
 
@@ -177,7 +183,9 @@ def layer_plans(cfg: dict[str, Any], reg: Registry) -> list[LayerPlan]:
     base, changed = _layer_overrides(cfg)
 
     def plan(comps: dict[str, dict[str, Any]]) -> LayerPlan:
-        return LayerPlan(**{k: part(reg, k, comps[k]) for k in LAYER_PARTS})
+        own = comps["position"] != cfg["position"]
+        position = part(reg, "position", comps["position"]) if own else None
+        return LayerPlan(**{k: part(reg, k, comps[k]) for k in LAYER_PARTS}, position=position)
 
     common = plan(base)
     return [plan(changed[i]) if i in changed else common for i in range(cfg["n_layers"])]
@@ -185,7 +193,7 @@ def layer_plans(cfg: dict[str, Any], reg: Registry) -> list[LayerPlan]:
 
 def _layer_overrides(cfg: dict[str, Any]) -> tuple[dict, dict[int, dict]]:
     """The stack's layer components, and those of each layer a `layers:` entry changes."""
-    base = {k: cfg[k] for k in LAYER_PARTS}
+    base = {k: cfg[k] for k in LAYER_OVERRIDES}
     changed: dict[int, dict] = {}
     for entry in cfg.get("layers") or []:
         for i in select_layers(entry["select"], cfg["n_layers"]):

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .interfaces import Attention, Dims
-from .plan import BuildPlan, LayerPlan, Part, StackPlan
+from .plan import LAYER_PARTS, BuildPlan, LayerPlan, Part, StackPlan
 
 Report = Callable[[tuple, str], None]  # (key path, problem)
 SIZE_LIMIT = 2e12  # parameters; more is a typo, not a model
@@ -55,9 +55,11 @@ def check_stack(stack: StackPlan, prefix: tuple, report: Report) -> None:
     for layer in {id(layer): layer for layer in stack.layers}.values():  # each distinct once
         comps = layer.components()
         where = prefix if comps == first else prefix + ("layers",)
-        for kind in comps:
+        for kind in LAYER_PARTS:
             check_part(getattr(layer, kind), stack.dims, where + (kind,), report)
-        check_attention(layer.attention, stack, where + ("attention",), report)
+        if layer.position is not None:
+            check_layer_position(layer.position, stack, where + ("position",), report)
+        check_attention(layer.attention, stack, where + ("attention",), report, layer.position)
     if stack.sharing_error is not None:
         report(prefix + ("sharing",), stack.sharing_error)
         return
@@ -72,10 +74,23 @@ def check_stack(stack: StackPlan, prefix: tuple, report: Report) -> None:
             return
 
 
-def check_attention(attention: Part, stack: StackPlan, path: tuple, report: Report) -> None:
-    """Refuse an attention that cannot serve its stack's role or its position scheme."""
+def check_layer_position(position: Part, stack: StackPlan, path: tuple, report: Report) -> None:
+    """A layer's own position: its checks, and no vectors to embed (the stack embeds once)."""
+    check_part(position, stack.position_dims, path, report)
+    if position.cls.capabilities.embed:
+        report(
+            path + ("kind",),
+            f"position {position.cls.name!r} adds vectors to the embeddings, which happens "
+            "once per stack; a layer's own position may only rotate or bias",
+        )
+
+
+def check_attention(
+    attention: Part, stack: StackPlan, path: tuple, report: Report, position: Part | None = None
+) -> None:
+    """Refuse an attention that cannot serve its stack's role or its (layer's) position."""
     att, caps = attention.cls, attention.cls.capabilities
-    pos = stack.position.cls
+    pos = (position or stack.position).cls
     kind_path, which = path + ("kind",), stack.role.which
     if stack.role.causal and not caps.causal:
         report(kind_path, f"attention {att.name!r} cannot be causal, which a {which} stack needs")

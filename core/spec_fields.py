@@ -78,4 +78,4 @@ STACK_KEYS: tuple[str, ...] = (
     *(key for key in COMPONENT_KEYS if key != "head"),  # the head sits on the last stack only
     "layers",
 )
-LAYER_KEYS: tuple[str, ...] = ("select", "attention", "ffn", "block", "norm")
+LAYER_KEYS: tuple[str, ...] = ("select", "attention", "ffn", "block", "norm", "position")

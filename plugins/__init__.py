@@ -30,6 +30,7 @@ from .converters.electra import ElectraConverter
 from .converters.falcon import FalconConverter
 from .converters.gemma import GemmaConverter
 from .converters.gemma2 import Gemma2Converter
+from .converters.gemma3 import Gemma3TextConverter
 from .converters.gpt2 import GPT2Converter
 from .converters.gpt_bigcode import GPTBigCodeConverter
 from .converters.gpt_neo import GPTNeoConverter
@@ -141,6 +142,7 @@ BUILTIN_CONVERTERS = (
     MixtralConverter(),
     GemmaConverter(),
     Gemma2Converter(),
+    Gemma3TextConverter(),
     OpenAIGPTConverter(),
     SmolLM3Converter(),
     Qwen2Converter(),

@@ -129,6 +129,28 @@ PUBLISHED: dict[str, tuple[str, dict]] = {
             final_logit_softcapping=30.0,
         ),
     ),
+    "gemma3-1b": (
+        "Gemma3TextConfig",
+        dict(
+            vocab_size=262144,
+            hidden_size=1152,
+            intermediate_size=6912,
+            num_hidden_layers=26,
+            num_attention_heads=4,
+            num_key_value_heads=1,
+            head_dim=256,
+            max_position_embeddings=32768,
+            rms_norm_eps=1e-6,
+            rope_parameters={
+                "full_attention": {**ROPE, "rope_theta": 1_000_000.0},
+                "sliding_attention": {**ROPE, "rope_theta": 10_000.0},
+            },
+            tie_word_embeddings=True,
+            query_pre_attn_scalar=256,
+            sliding_window=512,
+            sliding_window_pattern=6,
+        ),
+    ),
     "smollm3-3b": (
         "SmolLM3Config",
         dict(
@@ -331,6 +353,7 @@ CAUSAL_LM = {
     "Olmo2Config": "Olmo2ForCausalLM",
     "GemmaConfig": "GemmaForCausalLM",
     "Gemma2Config": "Gemma2ForCausalLM",
+    "Gemma3TextConfig": "Gemma3ForCausalLM",
     "SmolLM3Config": "SmolLM3ForCausalLM",
     "FalconConfig": "FalconForCausalLM",
     "Phi3Config": "Phi3ForCausalLM",

@@ -1,6 +1,6 @@
-"""Gemma 2 imported from tiny random checkpoints (logits, loss and greedy generation equal
-transformers'), and soft-capping against its formula: attention scores (dense, sliding
-window, cached) and final logits."""
+"""Gemma 2 and Gemma 3 (text) imported from tiny random checkpoints (logits, loss and greedy
+generation equal transformers'), soft-capping against its formula (attention scores: dense,
+sliding window, cached; final logits), and layers with rotary positions of their own."""
 
 from __future__ import annotations
 
@@ -40,6 +40,18 @@ CASES = {
             attn_logit_softcapping=ATTN_CAP,
             final_logit_softcapping=FINAL_CAP,
             query_pre_attn_scalar=24,
+        )
+    ),
+    "gemma3_text": lambda: hf.Gemma3ForCausalLM(
+        hf.Gemma3TextConfig(
+            **SIZES,
+            final_logit_softcapping=FINAL_CAP,
+            query_pre_attn_scalar=24,
+            sliding_window_pattern=2,  # sliding, global, sliding
+            rope_parameters={  # global layers: their own base and a linear RoPE scaling
+                "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 5000.0},
+                "sliding_attention": {"rope_type": "default", "rope_theta": 50.0},
+            },
         )
     ),
 }
@@ -84,7 +96,8 @@ def test_soft_capping_changes_the_logits(tmp_path, name):
     ids, mask = padded_batch(V)
     with torch.no_grad():
         base = ours(ids, attention_mask=mask).logits
-        for key in ("head.softcap", "attention.softcap"):
+        caps = ("head.softcap", "attention.softcap") if name == "gemma2" else ("head.softcap",)
+        for key in caps:
             uncapped = archzoo.build_model(ours.spec, overrides={key: None})
             if key == "attention.softcap":  # the sliding layers' attention too
                 layers = [
@@ -134,11 +147,38 @@ def test_gemma2_layers_alternate_sliding_and_global(tmp_path):
     assert {b.name for b in blocks} == {"sandwich_ln"}
 
 
+def test_gemma3_layers_rotate_by_their_own_base(tmp_path):
+    """Sliding layers rotate with base 50, the global one with base 5000 scaled 2x (linear)."""
+    _, ours = imported(tmp_path, "gemma3_text")
+    stack = ours.decoder
+    assert [b.attention.name for b in stack.blocks] == ["local", "mha", "local"]
+    assert stack.position_of == [0, None, 0]
+    assert stack.position.cfg.base == 5000.0 and stack.position.cfg.scaling == "linear"
+    (local,) = stack.layer_positions
+    assert local.cfg.base == 50.0 and local.cfg.scaling == "none"
+    pos = torch.arange(6)[None]
+    cos, _ = local.prepare(pos, pos)
+    want = torch.cos(pos[0, :, None] * 50.0 ** (-torch.arange(0, 16, 2) / 16))
+    assert torch.allclose(cos[0, 0], want, atol=1e-6)
+    cos, _ = stack.position.prepare(pos, pos)
+    want = torch.cos(pos[0, :, None] / 2.0 * 5000.0 ** (-torch.arange(0, 16, 2) / 16))
+    assert torch.allclose(cos[0, 0], want, atol=1e-6)
+
+
+def test_a_layer_position_may_not_embed():
+    spec = tiny(
+        family="decoder", position="rotary", layers=[{"select": [1], "position": "learned"}]
+    )
+    with pytest.raises(archzoo.SpecError, match="layers.position.kind: .*once per stack"):
+        archzoo.load_spec(spec)
+
+
 def test_headless_gemma_models_import(tmp_path):
     torch.manual_seed(0)
     for name, model in (
         ("gemma", hf.GemmaModel(hf.GemmaConfig(**{**SIZES, "num_key_value_heads": 1}))),
         ("gemma2", hf.Gemma2Model(hf.Gemma2Config(**SIZES))),
+        ("gemma3_text", hf.Gemma3TextModel(hf.Gemma3TextConfig(**SIZES))),
     ):
         perturb(model, scale=0.1)
         model.eval()

@@ -42,9 +42,16 @@ def layer_slice(indices: list[int], n: int) -> list[int] | str:
     return f"{indices[0]}:{stop}:{step}"
 
 
-def sliding_layers(spec: dict[str, Any], config: dict[str, Any], default_every: int) -> None:
-    """`layer_types` (else every `default_every`-th layer global) as `layers:` entries that
-    make the sliding layers `local` attention of `sliding_window` keys."""
+def sliding_layers(
+    spec: dict[str, Any],
+    config: dict[str, Any],
+    default_every: int,
+    local_position: dict[str, Any] | None = None,
+) -> None:
+    """`layer_types` (else every `default_every`-th layer global) as `layers:` entries: the
+    sliding layers attend `local`ly over `sliding_window` keys (and rotate by
+    `local_position` when given). The group that is an even slice of layers goes in the
+    entry (the sliding layers when both are); the other keeps the stack's components."""
     n = spec["n_layers"]
     kinds = config.get("layer_types") or [
         "full_attention" if (i + 1) % default_every == 0 else "sliding_attention" for i in range(n)
@@ -56,19 +63,28 @@ def sliding_layers(spec: dict[str, Any], config: dict[str, Any], default_every: 
             "'sliding_attention' / 'full_attention'"
         )
     sliding = [i for i, kind in enumerate(kinds) if kind == "sliding_attention"]
+    full = [i for i, kind in enumerate(kinds) if kind == "full_attention"]
     window = config.get("sliding_window")
     if not sliding:
         return
     if window is None:
         raise ConversionError("config.json has sliding_attention layers but no sliding_window")
-    local = {**spec["attention"], "kind": "local", "window": int(window)}
-    if len(sliding) == n:
-        spec["attention"] = local
-    else:
-        spec["layers"] = [
-            *spec.get("layers", []),
-            {"select": layer_slice(sliding, n), "attention": local},
-        ]
+    glob = {"attention": spec["attention"], "position": spec["position"]}
+    local = {
+        "attention": {**spec["attention"], "kind": "local", "window": int(window)},
+        "position": local_position or spec["position"],
+    }
+    if not full:
+        spec.update(local)
+        return
+    entry_is_sliding = isinstance(layer_slice(sliding, n), str) or not isinstance(
+        layer_slice(full, n), str
+    )
+    base, entry = (glob, local) if entry_is_sliding else (local, glob)
+    spec.update(base)
+    parts = {k: v for k, v in entry.items() if v != base[k]}
+    selected = sliding if entry_is_sliding else full
+    spec["layers"] = [*spec.get("layers", []), {"select": layer_slice(selected, n), **parts}]
 
 
 def sliding_config(config: dict[str, Any], spec: Mapping[str, Any]) -> None:
