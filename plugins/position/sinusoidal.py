@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -43,16 +43,15 @@ class SinusoidalPosition(Position):
     @dataclass
     class Config:
         base: float = param(10000.0, "wavelength base of the geometric progression", gt=1.0)
-        layout: Literal["interleaved", "halves"] = param(
-            "interleaved", "sin/cos alternate per feature, or all sines then all cosines (CTRL)"
-        )
         frequencies: str = param(
             "vaswani",
             "base^(-2i/d) (vaswani) or base^(-i/(d/2-1)) (tensor2tensor: M2M-100)",
             choices=FREQUENCIES,
         )
         layout: str = param(
-            "interleaved", "sin/cos per frequency, or all sines then all cosines", choices=LAYOUTS
+            "interleaved",
+            "sin/cos per frequency, or all sines then all cosines (Marian, CTRL)",
+            choices=LAYOUTS,
         )
         offset: int = param(0, "added to every position id (M2M-100: padding_idx + 1)", min=0)
 
