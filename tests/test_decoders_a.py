@@ -67,13 +67,13 @@ CASES: dict[str, tuple[str, str, dict]] = {
         "LMHeadModel",
         dict(n_embd=32, n_layer=2, n_head=4, dff=64, n_positions=64),
     ),
-    "openai_gpt": (  # GPT-1: post-LN, learned positions, tied head (its converter: LM only)
+    "openai_gpt": (  # GPT-1: post-LN, learned positions, tied head
         "OpenAIGPT",
         "LMHeadModel",
         dict(n_embd=32, n_layer=2, n_head=4, n_positions=64),
     ),
 }
-NO_BASE_MODEL = ("opt_350m_layout", "openai_gpt")  # refused (tested below) / LM-only converter
+NO_BASE_MODEL = ("opt_350m_layout",)  # refused (tested below)
 
 
 def make(case: str, suffix: str | None = None, **overrides) -> torch.nn.Module:
@@ -87,8 +87,8 @@ def make(case: str, suffix: str | None = None, **overrides) -> torch.nn.Module:
     return model.eval()
 
 
-def imported(tmp_path, case: str, suffix: str | None = None):
-    ref = make(case, suffix)
+def imported(tmp_path, case: str, suffix: str | None = None, **overrides):
+    ref = make(case, suffix, **overrides)
     return ref, archzoo.from_hf(save_hf(ref, tmp_path / case))
 
 
@@ -191,3 +191,22 @@ def test_starcoder2_window_is_shorter_than_the_sequence_and_matters(tmp_path):
         got = ours(ids).logits
     assert (got[:, :5] - full[:, :5]).abs().max().item() <= 1e-4  # inside the window: same
     assert (got[:, 5:] - full[:, 5:]).abs().max().item() > 1e-3
+
+
+def test_openai_gpt_classifier_and_ignored_n_inner_follow_transformers(tmp_path):
+    """OpenAIGPTForSequenceClassification scores the last real token; transformers' GPT-1
+    MLP is 4 x n_embd whatever a config's n_inner says, and so is the import's."""
+    ref, ours = imported(
+        tmp_path, "openai_gpt", "ForSequenceClassification", num_labels=3, pad_token_id=0
+    )
+    ids, mask = padded_batch(V)
+    ids = ids.masked_fill(mask == 0, 0)
+    labels = torch.tensor([0, 2])
+    with torch.no_grad():
+        want = ref(input_ids=ids, attention_mask=mask, labels=labels)
+        got = ours(ids, attention_mask=mask, labels=labels)
+    assert (want.logits - got.logits).abs().max().item() <= 1e-4
+    assert abs(want.loss.item() - got.loss.item()) <= 1e-5
+    ref, ours = imported(tmp_path / "wide", "openai_gpt", n_inner=48)
+    assert ours.spec.data["d_ff"] == 4 * 32
+    assert ours.num_parameters() == sum(p.numel() for p in ref.parameters())

@@ -3,9 +3,11 @@ no final norm, head tied to the token table."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from archzoo.converter import Converter, Values, parse_fields, spec_parts
 
-from .common import LM_HEAD, table
+from .common import HEADLESS, lm_task, table, task
 from .gpt2 import GPT2Converter
 
 # transformers' GPT-1 `afn` names: its "gelu" is the tanh approximation (OpenAI's original)
@@ -14,19 +16,30 @@ AFN = Values({"gelu": "gelu_tanh", "relu": "relu", "silu": "silu", "swish": "sil
 
 class OpenAIGPTConverter(Converter):
     model_type = "openai-gpt"
+    hf_prefix = "OpenAIGPT"
     family = "decoder"
     fixed = spec_parts(
-        "embedding: token, position: learned, block: post_ln, norm: layernorm, ffn: mlp, head: lm",
+        "embedding: token, position: learned, block: post_ln, norm: layernorm, ffn: mlp",
         "attention: {kind: mha, fused_qkv: true, bias: true}",
     )
-    fields = (  # GPT-2's keys less its activation and attention-scaling switches
+    fields = (  # GPT-2's keys less its activation, attention-scaling and FFN-width ones
         *(
             f
             for f in GPT2Converter.fields
-            if f.hf not in ("activation_function", "scale_attn_weights")
+            if f.hf not in ("activation_function", "scale_attn_weights", "n_inner")
         ),
         *parse_fields("afn  ffn.activation  gelu  AFN", AFN=AFN),
     )
+    tasks = {
+        "Model": HEADLESS,
+        "LMHeadModel": lm_task(True),
+        "ForSequenceClassification": task(
+            "kind: classifier, pooling: last, pooler: false, bias: false",
+            "score  CLASSIFIER",
+            labels=True,
+        ),
+    }
+    default_task = "LMHeadModel"
     tensors = table(
         """
         tokens_embed            WORD
@@ -35,7 +48,10 @@ class OpenAIGPTConverter(Converter):
         h.{i}.(ln_1,ln_2)                       ATTN_NORM,FFN_NORM
         h.{i}.mlp.(c_fc,c_proj)                 FC_IN,FC_OUT    transpose
         """,
-        LM_HEAD,
         prefixes=("transformer.", ""),
         ignore=("h.{i}.attn.bias", "position_ids"),  # causal-mask and position buffers
     )
+
+    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        """transformers' GPT-1 MLP is always 4 x n_embd wide (it ignores n_inner)."""
+        spec["d_ff"] = 4 * spec["d_model"]
