@@ -371,7 +371,7 @@ class ZooModel(nn.Module):
             if loss is not None:
                 loss = loss + weighted
         return ModelOutput(
-            hidden,
+            named.pop("last_hidden_state", hidden),  # a head may project it (OPT-350m)
             loss=loss,
             encoder_last_hidden_state=enc_out,
             aux_loss=aux_loss,

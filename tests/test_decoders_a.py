@@ -73,7 +73,7 @@ CASES: dict[str, tuple[str, str, dict]] = {
         dict(n_embd=32, n_layer=2, n_head=4, n_positions=64),
     ),
 }
-NO_BASE_MODEL = ("opt_350m_layout",)  # refused (tested below)
+NO_BASE_MODEL = ("opt_350m_layout",)  # its base model: tested below
 
 
 def make(case: str, suffix: str | None = None, **overrides) -> torch.nn.Module:
@@ -133,10 +133,20 @@ def test_base_model_gives_hf_last_hidden_state(tmp_path, case):
     assert ours.num_parameters() == sum(p.numel() for p in ref.parameters())
 
 
-def test_opt_projected_table_without_the_lm_head_is_refused(tmp_path):
-    ref = make("opt_350m_layout", "Model")
+def test_opt_projected_table_base_model_and_refused_task_heads(tmp_path):
+    """OPTModel of the 350m layout ends with project_out (hidden states E wide), as HF's;
+    the task heads, which read those narrower states, are refused by name."""
+    ref, ours = imported(tmp_path, "opt_350m_layout", "Model")
+    assert ours.spec.data["head"] == {"kind": "none", "pooler": False, "project": 16}
+    ids, mask = padded_batch(V)
+    with torch.no_grad():
+        want = ref(input_ids=ids, attention_mask=mask).last_hidden_state
+        got = ours(ids, attention_mask=mask).last_hidden_state
+    assert got.shape[-1] == 16 and max_diff_unpadded(got, want, mask) <= 1e-4
+    assert ours.num_parameters() == sum(p.numel() for p in ref.parameters())
+    ref = make("opt_350m_layout", "ForSequenceClassification")
     with pytest.raises(ConversionError, match="word_embed_proj_dim=16 != hidden_size=32"):
-        archzoo.from_hf(save_hf(ref, tmp_path / "opt"))
+        archzoo.from_hf(save_hf(ref, tmp_path / "opt-cls"))
 
 
 def test_opt_350m_layout_is_post_ln_with_a_projected_table(tmp_path):

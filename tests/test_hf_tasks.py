@@ -125,7 +125,7 @@ def test_bert_model_without_pooler_and_t5_encoder_model(tmp_path):
     model = hf.BertModel(hf.BertConfig(vocab_size=V, **SIZES["bert"]), add_pooling_layer=False)
     perturb(model)
     ours = archzoo.from_hf(save_hf(model.eval(), tmp_path / "bert"))
-    assert ours.spec.data["head"] == {"kind": "none", "pooler": False}
+    assert ours.spec.data["head"] == {"kind": "none", "pooler": False, "project": None}
     ids, mask, _ = batch("bert")
     with torch.no_grad():
         ref, got = model(input_ids=ids, attention_mask=mask), ours(ids, attention_mask=mask)

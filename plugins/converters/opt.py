@@ -45,7 +45,11 @@ class OPTConverter(Converter):
         ),
         *PAD,
     )
-    tasks = decoder_tasks("ForCausalLM", LM_WITH_PROJECTION)
+    tasks = {
+        **decoder_tasks("ForCausalLM", LM_WITH_PROJECTION),
+        # HF's base model ends with project_out when the table is narrower
+        "Model": task("kind: none", base="decoder.project_out  LM_DOWN"),
+    }
     default_task = "ForCausalLM"
     tensors = table(
         """
@@ -67,11 +71,13 @@ class OPTConverter(Converter):
         if width == spec["d_model"]:
             return
         head = spec["head"]
-        if head["kind"] != "lm" or not head.get("tie", True):
+        if head["kind"] == "none":
+            head["project"] = width
+        elif head["kind"] != "lm" or not head.get("tie", True):
             raise ConversionError(
                 f"config.json word_embed_proj_dim={width} != hidden_size={spec['d_model']} is "
-                "supported with the tied causal-LM head only (OPTForCausalLM); archzoo's base "
-                "model ends at hidden_size, where HF's project_out feeds other heads"
+                "supported with the tied causal-LM head (OPTForCausalLM) and the base model "
+                "(OPTModel) only; HF's task heads read project_out's narrower states"
             )
         spec["embedding"] = {
             "kind": "factorized",

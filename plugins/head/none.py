@@ -20,14 +20,24 @@ class NoHead(Head):
         pooler: bool = param(
             False, "dense + tanh on the first token, returned as pooler_output (BERT's pooler)"
         )
+        project: int | None = param(
+            None,
+            "project the last hidden states to this width, bias-free (OPT-350m's project_out)",
+            min=1,
+        )
 
     def __init__(self, cfg: Any, dims: Any, **parts: Any) -> None:
         super().__init__(cfg, dims)
         self.pooler = nn.Linear(dims.d_model, dims.d_model) if cfg.pooler else None
+        project = getattr(cfg, "project", None)  # subclasses with a Config of their own
+        self.down = nn.Linear(dims.d_model, project, bias=False) if project else None
 
     def forward(
         self, hidden: Tensor, attention_mask: Tensor | None = None
     ) -> dict[str, Tensor] | None:
-        if self.pooler is None:
-            return None
-        return {"pooler_output": self.pooler(hidden[:, 0]).tanh()}  # (B, D)
+        out = {}
+        if self.pooler is not None:
+            out["pooler_output"] = self.pooler(hidden[:, 0]).tanh()  # (B, D)
+        if self.down is not None:
+            out["last_hidden_state"] = self.down(hidden)  # (B, T, project)
+        return out or None
