@@ -105,3 +105,32 @@ def tiny_hf(model_type: str, **overrides) -> torch.nn.Module:
         sizes["max_position_embeddings"] = 64
     config = getattr(transformers, config_cls)(**{**sizes, **base, **overrides})
     return getattr(transformers, model_cls)(config)
+
+
+def assert_causal_lm_equal(ref: torch.nn.Module, ours, *, vocab: int = V) -> None:
+    """Logits (a right-padded row) within 1e-4 and the `labels` loss within 1e-5 of
+    transformers' (and the router loss, where transformers reports one)."""
+    ids, mask = padded_batch(vocab)
+    labels = ids.masked_fill(mask == 0, -100)
+    with torch.no_grad():
+        want = ref(input_ids=ids, attention_mask=mask, labels=labels)
+        got = ours(ids, attention_mask=mask, labels=labels)
+    assert max_diff_unpadded(got.logits, want.logits, mask) <= 1e-4
+    assert abs(got.loss.item() - want.loss.item()) <= 1e-5
+    if getattr(want, "aux_loss", None) is not None:
+        assert abs(got.aux_loss.item() - want.aux_loss.item()) <= 1e-5
+
+
+def assert_greedy_equal(ref: torch.nn.Module, ours, *, vocab: int = V) -> None:
+    """20 greedy tokens with the cache, for one prompt and a left-padded batch of two, are
+    transformers' tokens."""
+    g = torch.Generator().manual_seed(4)
+    single = torch.randint(3, vocab, (1, 7), generator=g)
+    batch = torch.randint(3, vocab, (2, 7), generator=g)
+    mask = torch.ones_like(batch)
+    mask[0, :3] = 0  # left padding
+    kwargs = {"max_new_tokens": 20, "do_sample": False, "pad_token_id": 0}
+    assert ours.generate(single, **kwargs).tolist() == ref.generate(single, **kwargs).tolist()
+    want = ref.generate(batch, attention_mask=mask, **kwargs)
+    got = ours.generate(batch, attention_mask=mask, use_cache=True, **kwargs)
+    assert got.tolist() == want.tolist()

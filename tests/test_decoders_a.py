@@ -10,7 +10,15 @@ import pytest
 import torch
 import transformers as hf
 from click.testing import CliRunner
-from hf_util import V, max_diff_unpadded, padded_batch, perturb, save_hf
+from hf_util import (
+    V,
+    assert_causal_lm_equal,
+    assert_greedy_equal,
+    max_diff_unpadded,
+    padded_batch,
+    perturb,
+    save_hf,
+)
 
 import archzoo
 from archzoo.cli.main import main
@@ -95,13 +103,7 @@ def imported(tmp_path, case: str, suffix: str | None = None, **overrides):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_logits_and_loss_equal_transformers(tmp_path, case):
     ref, ours = imported(tmp_path, case)
-    ids, mask = padded_batch(V)
-    labels = ids.masked_fill(mask == 0, -100)
-    with torch.no_grad():
-        want = ref(input_ids=ids, attention_mask=mask, labels=labels)
-        got = ours(ids, attention_mask=mask, labels=labels)
-    assert max_diff_unpadded(got.logits, want.logits, mask) <= 1e-4
-    assert abs(got.loss.item() - want.loss.item()) <= 1e-5
+    assert_causal_lm_equal(ref, ours)
     assert ours.num_parameters() == sum(p.numel() for p in ref.parameters())
 
 
@@ -109,16 +111,7 @@ def test_logits_and_loss_equal_transformers(tmp_path, case):
 def test_greedy_generation_equals_transformers(tmp_path, case):
     ref, ours = imported(tmp_path, case)
     assert ours.supports_cache()
-    g = torch.Generator().manual_seed(4)
-    single = torch.randint(3, V, (1, 7), generator=g)
-    batch = torch.randint(3, V, (2, 7), generator=g)
-    mask = torch.ones_like(batch)
-    mask[0, :3] = 0  # left padding
-    kwargs = {"max_new_tokens": 20, "do_sample": False, "pad_token_id": 0}
-    assert ours.generate(single, **kwargs).tolist() == ref.generate(single, **kwargs).tolist()
-    want = ref.generate(batch, attention_mask=mask, **kwargs)
-    got = ours.generate(batch, attention_mask=mask, use_cache=True, **kwargs)
-    assert got.tolist() == want.tolist()
+    assert_greedy_equal(ref, ours)
 
 
 @pytest.mark.parametrize("case", sorted(c for c in CASES if c not in NO_BASE_MODEL))

@@ -7,7 +7,15 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers as hf
-from hf_util import V, max_diff_unpadded, padded_batch, perturb, save_hf
+from hf_util import (
+    V,
+    assert_causal_lm_equal,
+    assert_greedy_equal,
+    max_diff_unpadded,
+    padded_batch,
+    perturb,
+    save_hf,
+)
 
 import archzoo
 
@@ -110,13 +118,7 @@ def imported(tmp_path, name: str, suffix: str = "ForCausalLM"):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_logits_and_loss_equal_transformers(tmp_path, name):
     ref, ours = imported(tmp_path, name)
-    ids, mask = padded_batch(V)
-    labels = ids.masked_fill(mask == 0, -100)
-    with torch.no_grad():
-        want = ref(input_ids=ids, attention_mask=mask, labels=labels)
-        got = ours(ids, attention_mask=mask, labels=labels)
-    assert max_diff_unpadded(got.logits, want.logits, mask) <= 1e-4
-    assert abs(got.loss.item() - want.loss.item()) <= 1e-5
+    assert_causal_lm_equal(ref, ours)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -133,16 +135,7 @@ def test_headless_model_gives_the_hidden_states(tmp_path, name):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_greedy_generation_equals_transformers(tmp_path, name):
     ref, ours = imported(tmp_path, name)
-    g = torch.Generator().manual_seed(4)
-    single = torch.randint(3, V, (1, 7), generator=g)
-    batch = torch.randint(3, V, (2, 7), generator=g)
-    mask = torch.ones_like(batch)
-    mask[0, :3] = 0  # left padding
-    kwargs = {"max_new_tokens": 20, "do_sample": False, "pad_token_id": 0}
-    assert ours.generate(single, **kwargs).tolist() == ref.generate(single, **kwargs).tolist()
-    want = ref.generate(batch, attention_mask=mask, **kwargs)
-    got = ours.generate(batch, attention_mask=mask, **kwargs)
-    assert got.tolist() == want.tolist()
+    assert_greedy_equal(ref, ours)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

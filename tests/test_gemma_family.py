@@ -10,7 +10,7 @@ import pytest
 import torch
 import transformers as hf
 from conftest import tiny
-from hf_util import V, max_diff_unpadded, padded_batch, perturb, save_hf
+from hf_util import V, assert_greedy_equal, max_diff_unpadded, padded_batch, perturb, save_hf
 
 import archzoo
 from archzoo.interfaces import AttentionContext
@@ -126,16 +126,7 @@ def test_attention_probabilities_equal_transformers(tmp_path, name):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_greedy_generation_equals_transformers(tmp_path, name):
     ref, ours = imported(tmp_path, name)
-    g = torch.Generator().manual_seed(4)
-    single = torch.randint(3, V, (1, 7), generator=g)
-    batch = torch.randint(3, V, (2, 7), generator=g)
-    mask = torch.ones_like(batch)
-    mask[0, :3] = 0  # left padding
-    kwargs = {"max_new_tokens": 20, "do_sample": False, "pad_token_id": 0}
-    assert ours.generate(single, **kwargs).tolist() == ref.generate(single, **kwargs).tolist()
-    want = ref.generate(batch, attention_mask=mask, **kwargs)
-    got = ours.generate(batch, attention_mask=mask, **kwargs)
-    assert got.tolist() == want.tolist()
+    assert_greedy_equal(ref, ours)
 
 
 def test_gemma2_layers_alternate_sliding_and_global(tmp_path):

@@ -7,7 +7,7 @@ import pytest
 import torch
 import transformers as hf
 from conftest import tiny
-from hf_util import V, max_diff_unpadded, padded_batch, perturb, save_hf
+from hf_util import V, assert_greedy_equal, max_diff_unpadded, padded_batch, perturb, save_hf
 
 import archzoo
 from archzoo.interfaces import AttentionContext
@@ -233,16 +233,7 @@ def test_logits_loss_and_router_loss_equal_transformers(imported):
 def test_greedy_generation_equals_transformers(imported):
     ref, ours = imported
     ref.config.output_router_logits = False  # transformers' router loss fails on cached steps
-    g = torch.Generator().manual_seed(4)
-    single = torch.randint(3, V, (1, 7), generator=g)
-    batch = torch.randint(3, V, (2, 7), generator=g)
-    mask = torch.ones_like(batch)
-    mask[0, :3] = 0  # left padding
-    kwargs = {"max_new_tokens": 20, "do_sample": False, "pad_token_id": 0}
-    assert ours.generate(single, **kwargs).tolist() == ref.generate(single, **kwargs).tolist()
-    want = ref.generate(batch, attention_mask=mask, **kwargs)
-    got = ours.generate(batch, attention_mask=mask, **kwargs)
-    assert got.tolist() == want.tolist()
+    assert_greedy_equal(ref, ours)
 
 
 def test_headless_model_equals_transformers(tmp_path):

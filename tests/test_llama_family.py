@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers as hf
-from hf_util import V, max_diff_unpadded, padded_batch, perturb, save_hf
+from hf_util import (
+    V,
+    assert_causal_lm_equal,
+    assert_greedy_equal,
+    perturb,
+    save_hf,
+)
 
 import archzoo
 
@@ -67,31 +73,14 @@ def imported(tmp_path, name):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_logits_and_loss_equal_transformers(tmp_path, name):
     ref, ours = imported(tmp_path, name)
-    ids, mask = padded_batch(V)
-    labels = ids.masked_fill(mask == 0, -100)
-    with torch.no_grad():
-        want = ref(input_ids=ids, attention_mask=mask, labels=labels)
-        got = ours(ids, attention_mask=mask, labels=labels)
-    assert max_diff_unpadded(got.logits, want.logits, mask) <= 1e-4
-    assert abs(got.loss.item() - want.loss.item()) <= 1e-5
-    if getattr(want, "aux_loss", None) is not None:
-        assert abs(got.aux_loss.item() - want.aux_loss.item()) <= 1e-5
+    assert_causal_lm_equal(ref, ours)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_greedy_generation_equals_transformers(tmp_path, name):
     ref, ours = imported(tmp_path, name)
     ref.config.output_router_logits = False  # transformers' router loss fails on cached steps
-    g = torch.Generator().manual_seed(4)
-    single = torch.randint(3, V, (1, 7), generator=g)
-    batch = torch.randint(3, V, (2, 7), generator=g)
-    mask = torch.ones_like(batch)
-    mask[0, :3] = 0  # left padding
-    kwargs = {"max_new_tokens": 20, "do_sample": False, "pad_token_id": 0}
-    assert ours.generate(single, **kwargs).tolist() == ref.generate(single, **kwargs).tolist()
-    want = ref.generate(batch, attention_mask=mask, **kwargs)
-    got = ours.generate(batch, attention_mask=mask, **kwargs)
-    assert got.tolist() == want.tolist()
+    assert_greedy_equal(ref, ours)
 
 
 def test_smollm3_nope_layers_skip_rotary(tmp_path):

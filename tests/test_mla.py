@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers as hf
-from hf_util import max_diff_unpadded, padded_batch, perturb, save_hf
+from hf_util import (
+    assert_causal_lm_equal,
+    assert_greedy_equal,
+    perturb,
+    save_hf,
+)
 
 import archzoo
 from archzoo.costs import model_costs
@@ -209,26 +214,12 @@ def test_deepseek_v3_imports_as_mla_and_grouped_moe(deepseek_pairs, q_lora_rank)
 @pytest.mark.parametrize("q_lora_rank", [12, None])
 def test_deepseek_v3_logits_and_loss_equal_transformers(deepseek_pairs, q_lora_rank):
     ref, ours = deepseek_pairs(q_lora_rank)
-    ids, mask = padded_batch(V)
-    labels = ids.masked_fill(mask == 0, -100)
-    with torch.no_grad():
-        want = ref(input_ids=ids, attention_mask=mask, labels=labels)
-        got = ours(ids, attention_mask=mask, labels=labels)
-    assert max_diff_unpadded(got.logits, want.logits, mask) <= 1e-4
-    assert abs(got.loss.item() - want.loss.item()) <= 1e-5
+    assert_causal_lm_equal(ref, ours)
 
 
 def test_deepseek_v3_greedy_generation_equals_transformers(deepseek_pair):
     ref, ours = deepseek_pair
-    g = torch.Generator().manual_seed(4)
-    single = torch.randint(3, V, (1, 7), generator=g)
-    batch = torch.randint(3, V, (2, 7), generator=g)
-    mask = torch.ones_like(batch)
-    mask[0, :3] = 0  # left padding
-    kwargs = {"max_new_tokens": 20, "do_sample": False, "pad_token_id": 0}
-    assert ours.generate(single, **kwargs).tolist() == ref.generate(single, **kwargs).tolist()
-    want = ref.generate(batch, attention_mask=mask, **kwargs)
-    assert ours.generate(batch, attention_mask=mask, **kwargs).tolist() == want.tolist()
+    assert_greedy_equal(ref, ours)
 
 
 def test_deepseek_v3_yarn_scale_and_rotary_equal_transformers(tmp_path):
