@@ -6,12 +6,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from archzoo.converter import Converter, Field, Values, parse_fields, spec_parts
+from archzoo.converter import Converter, Values, parse_fields, spec_parts
 from archzoo.hf_tensors import PARAMS, Rule
 from archzoo.hf_transforms import HeadsInterleaved, Tensors, Transform
 
 from . import paths
-from .common import ACTIVATION, GPT2_TABLES_AND_NORMS, PAD, decoder_tasks, lm_task, table
+from .common import ACTIVATION, GPT2_TABLES_AND_NORMS, decoder_tasks, lm_task, table
+from .gpt2 import GPT2Converter
 
 
 class FusedQKV(Transform):
@@ -51,28 +52,16 @@ class GPTBigCodeConverter(Converter):
         "embedding: token, position: learned, block: pre_ln, norm: layernorm, ffn: mlp",
         "attention: {kind: mha, fused_qkv: true, bias: true}",
     )
-    fields = (
+    fields = (  # GPT-2's keys with its own GELU default, plus multi-query
+        *(f for f in GPT2Converter.fields if f.hf != "activation_function"),
         *parse_fields(
             """
-            vocab_size              vocab_size
-            n_embd                  d_model
-            n_layer                 n_layers
-            n_head                  n_heads
-            n_positions             max_len
-            resid_pdrop             dropout             0.1
-            attn_pdrop              attention_dropout   0.1
-            embd_pdrop              embedding.dropout   0.1
-            layer_norm_epsilon      norm.eps            1e-5
-            activation_function     ffn.activation      gelu_pytorch_tanh   ACTIVATION
-            scale_attn_weights      attention.scale     True                SCALE
-            multi_query             attention.n_kv_heads    True            MQA
+            activation_function     ffn.activation          gelu_pytorch_tanh   ACTIVATION
+            multi_query             attention.n_kv_heads    True                MQA
             """,
             ACTIVATION=ACTIVATION,
-            SCALE=Values({True: None, False: 1.0}),
             MQA=Values({True: 1, False: None}),  # one key/value head, or one per query head
         ),
-        Field("n_inner", "d_ff", lambda c: 4 * c["n_embd"]),
-        *PAD,
     )
     tasks = decoder_tasks("ForCausalLM", lm_task(True))
     default_task = "ForCausalLM"
