@@ -186,8 +186,7 @@ def generate(
             f"head {model.head.name!r} does not score the next token (capability `generates`), "
             "so this model cannot generate; use a head that does, such as 'lm'"
         )
-    check_arguments(
-        model.spec.data["vocab_size"],
+    args = dict(  # checked, then passed on to Settings as they are
         max_new_tokens=max_new_tokens,
         min_new_tokens=min_new_tokens,
         do_sample=do_sample,
@@ -197,36 +196,30 @@ def generate(
         num_beams=num_beams,
         length_penalty=length_penalty,
         early_stopping=early_stopping,
+        generator=generator,
+        on_token=on_token,
+    )
+    check_arguments(  # the ids and use_cache are resolved against the spec below
+        spec["vocab_size"],
+        **args,
         eos_token_id=eos_token_id,
         pad_token_id=pad_token_id,
         decoder_start_token_id=decoder_start_token_id,
         forced_eos_token_id=forced_eos_token_id,
         use_cache=use_cache,
-        generator=generator,
-        on_token=on_token,
     )
     eos = _as_list(eos_token_id if eos_token_id is not None else spec.get("eos_token_id"))
     pad = pad_token_id if pad_token_id is not None else spec.get("pad_token_id")
     if pad is None and eos:
         pad = eos[0]
     s = Settings(
-        max_new_tokens=max_new_tokens,
-        min_new_tokens=min_new_tokens,
-        do_sample=do_sample,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-        num_beams=num_beams,
-        length_penalty=length_penalty,
-        early_stopping=early_stopping,
+        **args,
         eos=eos,
         pad=pad,
         forced_eos=forced_eos_token_id
         if forced_eos_token_id is not None
         else spec.get("forced_eos_token_id"),
         use_cache=model.supports_cache() if use_cache is None else use_cache,
-        generator=generator,
-        on_token=on_token,
     )
     check_generation(
         model,
