@@ -18,6 +18,7 @@ from hf_util import (
     padded_batch,
     perturb,
     save_hf,
+    table_export,
 )
 
 import archzoo
@@ -172,11 +173,8 @@ def test_the_table_exports_the_checkpoint_tensors(tmp_path, case):
     """The same table maps back: archzoo tensors under HF names equal the saved ones."""
     from safetensors.torch import load_file
 
-    from archzoo.hf_tensors import ZooNames
-
     ref, ours = imported(tmp_path, case)
-    converter = archzoo.get_registry().converter(ref.config.model_type)
-    back = converter.export_state(ours.state_dict(), ZooNames.of(ours), ours.spec.data)
+    back = table_export(ref, ours)
     saved = load_file(str(tmp_path / case / "model.safetensors"))
     assert set(saved) <= set(back)
     for key, value in saved.items():

@@ -7,7 +7,15 @@ import pytest
 import torch
 import transformers as hf
 from conftest import tiny
-from hf_util import V, assert_greedy_equal, max_diff_unpadded, padded_batch, perturb, save_hf
+from hf_util import (
+    V,
+    assert_greedy_equal,
+    max_diff_unpadded,
+    padded_batch,
+    perturb,
+    save_hf,
+    table_export,
+)
 
 import archzoo
 from archzoo.interfaces import AttentionContext
@@ -249,12 +257,8 @@ def test_headless_model_equals_transformers(tmp_path):
 
 def test_export_through_the_table_gives_back_the_checkpoint(imported):
     """The same table maps back, gate/up re-interleaved: every HF tensor is equal."""
-    from archzoo.hf_tensors import ZooNames
-
     ref, ours = imported
-    converter = archzoo.get_registry().converter("gpt_oss")
-    ctx = {"n_heads": 4, "head_dim": 16}
-    back = converter.export_state(ours.state_dict(), ZooNames.of(ours), ctx)
+    back = table_export(ref, ours)
     want = ref.state_dict()
     assert set(back) == set(want)
     for key, value in want.items():

@@ -12,6 +12,7 @@ from hf_util import (
     assert_greedy_equal,
     perturb,
     save_hf,
+    table_export,
 )
 
 import archzoo
@@ -99,14 +100,9 @@ def test_export_round_trip_through_the_table(tmp_path):
     """The same table maps back: archzoo tensors -> HF names equal the checkpoint's tensors."""
     from safetensors.torch import load_file
 
-    from archzoo.hf_tensors import ZooNames
-
     for name in ("mixtral", "qwen3_moe", "olmo2"):
         ref, ours = imported(tmp_path, name)
-        converter = archzoo.get_registry().converter(ref.config.model_type)
-        names = ZooNames.of(ours)
-        ctx = {"n_heads": 4, "head_dim": ours.spec.data["head_dim"]}
-        back = converter.export_state(ours.state_dict(), names, ctx)
+        back = table_export(ref, ours)
         saved = load_file(str(tmp_path / name / "model.safetensors"))
         for key, value in saved.items():
             if key == "lm_head.weight" and key not in back:

@@ -11,11 +11,11 @@ from hf_util import (
     assert_greedy_equal,
     perturb,
     save_hf,
+    table_export,
 )
 
 import archzoo
 from archzoo.costs import model_costs
-from archzoo.hf_tensors import ZooNames
 from archzoo.interfaces import AttentionContext
 from archzoo.masks import AttentionMask
 
@@ -254,8 +254,7 @@ def test_deepseek_v3_export_round_trip_through_the_table(deepseek_pair, tmp_path
 
     ref, ours = deepseek_pair
     saved = load_file(str(save_hf(ref, tmp_path / "hf") / "model.safetensors"))
-    converter = archzoo.get_registry().converter("deepseek_v3")
-    back = converter.export_state(ours.state_dict(), ZooNames.of(ours), ours.spec.data)
+    back = table_export(ref, ours)
     assert set(back) == set(saved)
     for key, value in saved.items():
         assert torch.equal(back[key], value), key
