@@ -105,7 +105,10 @@ def components_used(spec: Spec) -> dict[str, dict[str, list[str]]]:
 
 
 def part_breakdown(model: nn.Module) -> dict[str, dict[str, int]]:
-    """Parameter counts of each part's children, shared tensors counted once (first seen)."""
+    """Parameter counts of each part's children, shared tensors counted once (first seen);
+    an empty module list (a stack without per-layer positions) is no part."""
+    from torch import nn
+
     seen: set[int] = set()
     out: dict[str, dict[str, int]] = {}
 
@@ -118,7 +121,11 @@ def part_breakdown(model: nn.Module) -> dict[str, dict[str, int]]:
         return n
 
     for part, module in model.named_children():
-        children = {name: count(child.parameters()) for name, child in module.named_children()}
+        children = {
+            name: count(child.parameters())
+            for name, child in module.named_children()
+            if not (isinstance(child, nn.ModuleList) and len(child) == 0)
+        }
         own = count(module.parameters(recurse=False))
         out[part] = {**children, **({"(own)": own} if own else {})}
     return out
@@ -152,11 +159,13 @@ def print_build(report: dict[str, Any]) -> None:
     click.echo(f"{report['name']} ({report['family']})")
     total = report["params"]
     click.echo(f"parameters: {total:,} ({report['params_human']})")
+    children = [c for b in report["breakdown"].values() for c in b]
+    w = max([14, *(len(p) + 1 for p in report["parts"]), *(len(c) + 3 for c in children)])
     for part, n in report["parts"].items():
-        click.echo(f"  {part:<14}{n:>16,}")
+        click.echo(f"  {part:<{w}}{n:>16,}")
         for child, m in report["breakdown"].get(part, {}).items():
             if len(report["breakdown"][part]) > 1:
-                click.echo(f"    {child:<12}{m:>16,}")
+                click.echo(f"    {child:<{w - 2}}{m:>16,}")
     for which, dims in report["dims"].items():
         size = ", ".join(f"{k} {v}" for k, v in dims.items())
         click.echo(f"{which}: {size}")
