@@ -481,3 +481,68 @@ PUBLISHED["ctrl"] = (
     ),
 )
 CAUSAL_LM["CTRLConfig"] = "CTRLLMHeadModel"
+
+# StarCoderBase 1B (bigcode/starcoderbase-1b config.json)
+PUBLISHED["starcoderbase-1b"] = (
+    "GPTBigCodeConfig",
+    dict(
+        vocab_size=49152,
+        n_embd=2048,
+        n_layer=24,
+        n_head=16,
+        n_inner=8192,
+        n_positions=8192,
+        multi_query=True,
+        activation_function="gelu_pytorch_tanh",
+        layer_norm_epsilon=1e-5,
+        bos_token_id=0,
+        eos_token_id=0,
+    ),
+)
+CAUSAL_LM["GPTBigCodeConfig"] = "GPTBigCodeForCausalLM"
+
+# StableLM 2 1.6B (stabilityai/stablelm-2-1_6b config.json)
+PUBLISHED["stablelm-2-1.6b"] = (
+    "StableLmConfig",
+    dict(
+        vocab_size=100352,
+        hidden_size=2048,
+        intermediate_size=5632,
+        num_hidden_layers=24,
+        num_attention_heads=32,
+        num_key_value_heads=32,
+        max_position_embeddings=4096,
+        partial_rotary_factor=0.25,
+        rope_parameters={**ROPE, "rope_theta": 10000.0},
+        use_qkv_bias=True,
+        qk_layernorm=False,
+        use_parallel_residual=False,
+        layer_norm_eps=1e-5,
+        tie_word_embeddings=False,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        bos_token_id=100257,
+        eos_token_id=100257,
+    ),
+)
+CAUSAL_LM["StableLmConfig"] = "StableLmForCausalLM"
+
+# MPT-7B (mosaicml/mpt-7b config.json)
+PUBLISHED["mpt-7b"] = (
+    "MptConfig",
+    dict(
+        vocab_size=50432,
+        d_model=4096,
+        n_layers=32,
+        n_heads=32,
+        expansion_ratio=4,
+        max_seq_len=2048,
+        no_bias=True,
+        layer_norm_epsilon=1e-5,
+        attn_config={"alibi": True, "alibi_bias_max": 8},
+        resid_pdrop=0.0,
+        emb_pdrop=0.0,
+        eos_token_id=0,
+    ),
+)
+CAUSAL_LM["MptConfig"] = "MptForCausalLM"
