@@ -58,6 +58,28 @@ class Component(nn.Module):
     Config: ClassVar[type] = Config
     capabilities: ClassVar[Capabilities] = Capabilities()
 
+    def __init_subclass__(cls, *, name: str | None = None, **flags: bool) -> None:
+        """Declare a component in its class line, `class X(Norm, name="x", kv_cache=True):`:
+        `name`, capability flags over the inherited ones, the docstring's first line as the
+        summary (unless the body sets `summary`); a plain `class Config:` becomes a dataclass."""
+        super().__init_subclass__()
+        if name is not None:
+            cls.name = name
+            if "summary" not in vars(cls) and cls.__doc__:
+                cls.summary = cls.__doc__.strip().splitlines()[0].rstrip(".")
+        if flags:
+            known = [f.name for f in dataclasses.fields(Capabilities)]
+            unknown = [f for f in flags if f not in known]
+            if unknown:
+                raise TypeError(
+                    f"{cls.__qualname__}: unknown capability {unknown[0]!r} in the class line; "
+                    f"expected name= or one of {known}"
+                )
+            cls.capabilities = dataclasses.replace(cls.capabilities, **flags)
+        config = vars(cls).get("Config")
+        if isinstance(config, type) and "__dataclass_fields__" not in vars(config):
+            cls.Config = dataclass(config)
+
     def __init__(self, cfg: Any = None, dims: Any = None) -> None:
         super().__init__()
         self.cfg = cfg if cfg is not None else self.Config()

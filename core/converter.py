@@ -257,6 +257,18 @@ class Converter:
     tasks: ClassVar[Mapping[str, Task]] = {}  # architecture suffix -> task ("Model": headless)
     default_task: ClassVar[str] = ""  # without `architectures` and without head tensors
 
+    def __init_subclass__(cls, **declared: str) -> None:
+        """Declare the type in the class line: `class X(Converter, model_type="x",
+        hf_prefix="X", family="decoder"):` (the same as setting the attributes)."""
+        super().__init_subclass__()
+        for key, value in declared.items():
+            if key not in ("model_type", "hf_prefix", "family", "default_task"):
+                raise TypeError(
+                    f"{cls.__qualname__}: unknown class-line key {key!r}; expected "
+                    "model_type, hf_prefix, family or default_task"
+                )
+            setattr(cls, key, value)
+
     def task_of(self, config: dict[str, Any], tensor_names: Sequence[str] = ()) -> str:
         """The task key: from `architectures`, else from the tensors present."""
         archs = config.get("architectures") or []

@@ -7,13 +7,12 @@ of (seed, query block, draw): the same model gives the same pattern on every run
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from archzoo.component import Capabilities, param
+from archzoo.component import param
 
 from .block_sparse import BlockLayoutPattern
 from .sparse import SparseAttention, SparsePattern
@@ -46,13 +45,10 @@ def bigbird_layout(
     return layout
 
 
-class BigBirdAttention(SparseAttention):
-    name = "bigbird"
-    summary = "BigBird block-sparse attention: window + global + seeded random blocks"
-    # the last global blocks and the random draws depend on the sequence length
-    capabilities = Capabilities(cross=False, kv_cache=False, accepts_bias=False)
+# no KV cache: the last global blocks and the random draws depend on the sequence length
+class BigBirdAttention(SparseAttention, name="bigbird", kv_cache=False):
+    """BigBird block-sparse attention: window + global + seeded random blocks"""
 
-    @dataclass
     class Config(SparseAttention.Config):
         block: int = param(64, "block size", min=1)
         window_blocks: int = param(3, "blocks in the sliding window (odd: centred)", min=1)

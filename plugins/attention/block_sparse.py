@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -68,11 +67,9 @@ def generated_layout(
     return layout
 
 
-class BlockSparseAttention(SparseAttention):
-    name = "block_sparse"
-    summary = "block-sparse attention over a given or generated (query block, key block) layout"
+class BlockSparseAttention(SparseAttention, name="block_sparse"):
+    """block-sparse attention over a given or generated (query block, key block) layout"""
 
-    @dataclass
     class Config(SparseAttention.Config):
         block: int = param(64, "block size of the layout", min=1)
         layout: list[list[int]] | None = param(

@@ -7,7 +7,6 @@ mask, when applied, keeps only keys up to the query.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -39,11 +38,9 @@ class FixedPattern(SparsePattern):
         return same | key_block_any(summary, n_blocks, bs)[None, :]
 
 
-class FixedAttention(SparseAttention):
-    name = "fixed"
-    summary = "Sparse Transformer fixed pattern: own stride block + summary positions"
+class FixedAttention(SparseAttention, name="fixed"):
+    """Sparse Transformer fixed pattern: own stride block + summary positions"""
 
-    @dataclass
     class Config(SparseAttention.Config):
         stride: int = param(128, "l: length of the fixed blocks", min=1)
         summary: int = param(8, "c: last positions of each block that every query sees", min=1)

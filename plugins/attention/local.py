@@ -6,7 +6,7 @@ Mistral's `sliding_window` and GPT-Neo's `window_size`. Bidirectional: |q - k| <
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from torch import Tensor
@@ -33,11 +33,9 @@ class LocalPattern(SparsePattern):
         return band_layout(n_blocks, self.block, -(w - 1), w - 1)
 
 
-class LocalAttention(SparseAttention):
-    name = "local"
-    summary = "sliding-window attention (Mistral sliding_window, GPT-Neo local), O(n*window)"
+class LocalAttention(SparseAttention, name="local"):
+    """sliding-window attention (Mistral sliding_window, GPT-Neo local), O(n*window)"""
 
-    @dataclass
     class Config(SparseAttention.Config):
         window: int = param(256, "keys per query including itself (causal); |q-k| < window", min=1)
         block: int | None = param(None, "query/key block of the blocked path (null: window)", min=1)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -62,11 +61,9 @@ class LongformerPattern(SparsePattern):
         return torch.where(rows < length, rows, -1)  # (B, G)
 
 
-class LongformerAttention(SparseAttention):
-    name = "longformer"
-    summary = "Longformer: sliding window + global tokens (spec or per batch)"
+class LongformerAttention(SparseAttention, name="longformer"):
+    """Longformer: sliding window + global tokens (spec or per batch)"""
 
-    @dataclass
     class Config(SparseAttention.Config):
         window: int = param(512, "attention_window: keys within window // 2 on each side", min=2)
         global_tokens: list[int] = param([], "positions with global attention (e.g. [0])")

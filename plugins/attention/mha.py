@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from archzoo.component import Capabilities, param
+from archzoo.component import param
 from archzoo.interfaces import Attention, AttentionContext, NormFactory
 
 from .flex import flex_available, mask_flex
@@ -17,12 +17,9 @@ from .sinks import flex_lse_available, flex_with_sinks, sink_attention
 from .softcap import capped_probs, softcap_score_mod
 
 
-class MultiHeadAttention(Attention):
-    name = "mha"
-    summary = "dense multi-head attention (n_kv_heads for MQA/GQA) via scaled_dot_product_attention"
-    capabilities = Capabilities(cross=True, kv_cache=True)
+class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
+    """dense multi-head attention (n_kv_heads for MQA/GQA) via scaled_dot_product_attention"""
 
-    @dataclass
     class Config:
         n_kv_heads: int | None = param(
             None, "key/value heads (null: n_heads; 1: MQA)", min=1, null="n_heads"

@@ -11,23 +11,19 @@ outputs (probs . c) W_uv, so the latent is never expanded to every head.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from archzoo.component import Capabilities, param
+from archzoo.component import param
 from archzoo.interfaces import Attention, AttentionContext, NormFactory
 
 
-class MultiHeadLatentAttention(Attention):
-    name = "mla"
-    summary = "multi-head latent attention (DeepSeek-V2/V3): a compressed KV latent + decoupled rotary key"
-    capabilities = Capabilities(kv_cache=True, accepts_bias=False)
+class MultiHeadLatentAttention(Attention, name="mla", kv_cache=True, accepts_bias=False):
+    """multi-head latent attention (DeepSeek-V2/V3): a compressed KV latent + decoupled rotary key"""
 
-    @dataclass
     class Config:
         kv_lora_rank: int | None = param(
             None, "width of the cached key/value latent (null: 8 x head_dim)", min=1

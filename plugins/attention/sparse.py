@@ -18,14 +18,13 @@ they never widen the blocked layout. Rows with no allowed key give zeros, never 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from archzoo.component import Capabilities, param
+from archzoo.component import param
 from archzoo.interfaces import AttentionContext
 from archzoo.masks import AttentionMask, Pattern
 
@@ -395,15 +394,12 @@ def attend(
 # ---------------------------------------------------------------- the component base
 
 
-class SparseAttention(MultiHeadAttention):
+class SparseAttention(MultiHeadAttention, cross=False, accepts_bias=False):
     """Base of sparse components: mha's projections, a pattern, and the paths above.
 
     Subclasses define `Config` (extending this one) and `make_pattern`.
     """
 
-    capabilities = Capabilities(cross=False, kv_cache=True, accepts_bias=False)
-
-    @dataclass
     class Config(MultiHeadAttention.Config):
         impl: Literal["auto", "blocked", "dense", "flex"] = param(
             "auto", "execution: auto (flex when compiled/CUDA, else blocked), blocked, dense, flex"

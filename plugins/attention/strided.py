@@ -7,7 +7,6 @@ use mirrors both sets (|i - k| <= stride, or a multiple of stride apart).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from torch import Tensor
@@ -34,11 +33,9 @@ class StridedPattern(SparsePattern):
         return local | column
 
 
-class StridedAttention(SparseAttention):
-    name = "strided"
-    summary = "Sparse Transformer strided pattern: local stride + every stride-th key"
+class StridedAttention(SparseAttention, name="strided"):
+    """Sparse Transformer strided pattern: local stride + every stride-th key"""
 
-    @dataclass
     class Config(SparseAttention.Config):
         stride: int = param(128, "l: local span and column period (about sqrt(n))", min=1)
         block: int = param(64, "query/key block of the blocked path", min=1)

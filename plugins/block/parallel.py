@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from torch import Tensor
 
-from archzoo.component import Capabilities, param
+from archzoo.component import param
 from archzoo.interfaces import AttentionContext, Block, NormFactory
 
 
-class ParallelBlock(Block):
-    name = "parallel"
-    summary = "attention and FFN read the same input and add to one residual (GPT-J, GPT-NeoX)"
-    capabilities = Capabilities(final_norm=True)
+class ParallelBlock(Block, name="parallel", final_norm=True):
+    """attention and FFN read the same input and add to one residual (GPT-J, GPT-NeoX)"""
 
-    @dataclass
     class Config:
         shared_norm: bool = param(False, "one norm feeds both branches (GPT-J) instead of two")
 

@@ -9,9 +9,8 @@ from torch import Tensor
 from archzoo.interfaces import Block
 
 
-class PostLNBlock(Block):
-    name = "post_ln"
-    summary = "residual then norm after each sublayer (original Transformer, BERT, GPT-1)"
+class PostLNBlock(Block, name="post_ln"):
+    """residual then norm after each sublayer (original Transformer, BERT, GPT-1)"""
 
     def residual(self, x: Tensor, part: str, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         return getattr(self, f"{part}_norm")(x + self.dropout(sublayer(x)))

@@ -6,14 +6,11 @@ from collections.abc import Callable
 
 from torch import Tensor
 
-from archzoo.component import Capabilities
 from archzoo.interfaces import Block
 
 
-class PreLNBlock(Block):
-    name = "pre_ln"
-    summary = "norm before each sublayer, residual around it; a final norm closes the stack"
-    capabilities = Capabilities(final_norm=True)
+class PreLNBlock(Block, name="pre_ln", final_norm=True):
+    """norm before each sublayer, residual around it; a final norm closes the stack"""
 
     def residual(self, x: Tensor, part: str, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         return x + self.dropout(sublayer(getattr(self, f"{part}_norm")(x)))

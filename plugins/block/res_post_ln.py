@@ -6,14 +6,11 @@ from collections.abc import Callable
 
 from torch import Tensor
 
-from archzoo.component import Capabilities
 from archzoo.interfaces import Block
 
 
-class ResPostLNBlock(Block):
-    name = "res_post_ln"
-    summary = "x = x + norm(sublayer(x)) for each sublayer (no input norm); a final norm closes"
-    capabilities = Capabilities(final_norm=True)
+class ResPostLNBlock(Block, name="res_post_ln", final_norm=True):
+    """x = x + norm(sublayer(x)) for each sublayer (no input norm); a final norm closes"""
 
     def residual(self, x: Tensor, part: str, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         return x + self.dropout(getattr(self, f"{part}_norm")(sublayer(x)))

@@ -6,14 +6,11 @@ from collections.abc import Callable
 
 from torch import Tensor
 
-from archzoo.component import Capabilities
 from archzoo.interfaces import Block, NormFactory
 
 
-class SandwichLNBlock(Block):
-    name = "sandwich_ln"
-    summary = "x = x + norm_out(sublayer(norm_in(x))) for each sublayer; a final norm closes"
-    capabilities = Capabilities(final_norm=True)
+class SandwichLNBlock(Block, name="sandwich_ln", final_norm=True):
+    """x = x + norm_out(sublayer(norm_in(x))) for each sublayer; a final norm closes"""
 
     def make_norms(self, make_norm: NormFactory, *, cross: bool) -> None:
         for part in ("attention", "cross", "ffn") if cross else ("attention", "ffn"):

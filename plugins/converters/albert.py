@@ -13,9 +13,7 @@ from .common import BERT_BUFFERS, BERT_EMBEDDINGS, encoder_tasks, mlm_task, tabl
 GROUP = "encoder.albert_layer_groups.{i}.albert_layers.0."  # archzoo block i = HF group i
 
 
-class AlbertConverter(BertConverter):
-    model_type = "albert"
-    hf_prefix = "Albert"
+class AlbertConverter(BertConverter, model_type="albert", hf_prefix="Albert"):
     requires = {"inner_group_num": 1, "position_embedding_type": "absolute"}
     fixed = {
         **BertConverter.fixed,

@@ -48,10 +48,7 @@ LM_FIXED_BIAS = task(
 )
 
 
-class BartConverter(Converter):
-    model_type = "bart"
-    hf_prefix = "Bart"
-    family = "encoder-decoder"
+class BartConverter(Converter, model_type="bart", hf_prefix="Bart", family="encoder-decoder"):
     requires = {"normalize_before": False, "add_final_layer_norm": False}
     fixed = spec_parts(
         "tie_embeddings: true, block: post_ln, ffn: mlp",

@@ -53,10 +53,7 @@ def mlm_activation(default: str) -> Field:
     return Field("hidden_act", "head.activation", default, ACTIVATION)
 
 
-class BertConverter(Converter):
-    model_type = "bert"
-    hf_prefix = "Bert"
-    family = "encoder"
+class BertConverter(Converter, model_type="bert", hf_prefix="Bert", family="encoder"):
     requires = {"position_embedding_type": "absolute", "is_decoder": False}
     fixed = spec_parts(
         "block: post_ln, norm: layernorm, ffn: mlp",
@@ -79,9 +76,7 @@ class BertConverter(Converter):
     )
 
 
-class RobertaConverter(BertConverter):
-    model_type = "roberta"
-    hf_prefix = "Roberta"
+class RobertaConverter(BertConverter, model_type="roberta", hf_prefix="Roberta"):
     tasks = encoder_tasks(
         "pooler.dense",
         mlm_task("lm_head.", "dense", "layer_norm", mlm_activation("gelu")),

@@ -9,10 +9,7 @@ from archzoo.converter import Converter, parse_fields, spec_parts
 from .common import PAD, decoder_tasks, lm_task, megatron_layer, table
 
 
-class BloomConverter(Converter):
-    model_type = "bloom"
-    hf_prefix = "Bloom"
-    family = "decoder"
+class BloomConverter(Converter, model_type="bloom", hf_prefix="Bloom", family="decoder"):
     requires = {"apply_residual_connection_post_layernorm": False}
     fixed = spec_parts(
         "position: alibi, block: pre_ln, norm: layernorm",

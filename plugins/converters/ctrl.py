@@ -10,10 +10,7 @@ from .common import PAD, decoder_tasks, table, task, tie
 LM = task("kind: lm, bias: true", "lm_head  LM_PROJ", fields=(tie(True),))
 
 
-class CTRLConverter(Converter):
-    model_type = "ctrl"
-    hf_prefix = "CTRL"
-    family = "decoder"
+class CTRLConverter(Converter, model_type="ctrl", hf_prefix="CTRL", family="decoder"):
     # the blocks' LayerNorms are fixed at 1e-6 in transformers; the final one reads the config
     requires = {"layer_norm_epsilon": 1e-6}
     fixed = spec_parts(

@@ -38,9 +38,9 @@ def yarn_mscale(factor: float, mscale: float) -> float:
     return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
 
 
-class DeepseekV3Converter(ExpertsConverter, LlamaConverter):
-    model_type = "deepseek_v3"
-    hf_prefix = "DeepseekV3"
+class DeepseekV3Converter(
+    ExpertsConverter, LlamaConverter, model_type="deepseek_v3", hf_prefix="DeepseekV3"
+):
     requires = {"hidden_act": "silu"}
     per_expert = PerExpert(
         "mlp.experts.{e}.gate_proj.weight",

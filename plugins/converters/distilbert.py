@@ -13,10 +13,9 @@ POOLED = "pre_classifier  HEAD_POOLER\nclassifier  CLASSIFIER"
 SEQ_DROPOUT = (Field("seq_classif_dropout", "head.dropout", 0.2),)
 
 
-class DistilBertConverter(Converter):
-    model_type = "distilbert"
-    hf_prefix = "DistilBert"
-    family = "encoder"
+class DistilBertConverter(
+    Converter, model_type="distilbert", hf_prefix="DistilBert", family="encoder"
+):
     fixed = spec_parts(
         "block: post_ln, norm: {kind: layernorm, eps: 1.0e-12}, ffn: mlp",
         "embedding: {kind: token, norm: true}, position: {kind: learned, offset: 0}",

@@ -22,9 +22,7 @@ from .common import (
 GELU = Field("hidden_act", "head.activation", "gelu", ACTIVATION)  # the discriminator's
 
 
-class ElectraConverter(BertConverter):
-    model_type = "electra"
-    hf_prefix = "Electra"
+class ElectraConverter(BertConverter, model_type="electra", hf_prefix="Electra"):
     fields = (
         *bert_fields(dropout=0.1, activation="gelu"),
         Field("embedding_size", "embedding.embedding_size"),

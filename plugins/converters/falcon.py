@@ -42,10 +42,7 @@ def two_norms(spec: dict[str, Any]) -> bool:
     return isinstance(block, dict) and block.get("kind") == "parallel" and not block["shared_norm"]
 
 
-class FalconConverter(Converter):
-    model_type = "falcon"
-    hf_prefix = "Falcon"
-    family = "decoder"
+class FalconConverter(Converter, model_type="falcon", hf_prefix="Falcon", family="decoder"):
     requires = {"apply_residual_connection_post_layernorm": False}
     fixed = spec_parts(
         "embedding: token, norm: layernorm, ffn: mlp", "attention: {kind: mha, fused_qkv: true}"

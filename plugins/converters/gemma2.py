@@ -96,9 +96,7 @@ def sliding_config(config: dict[str, Any], spec: Mapping[str, Any]) -> None:
     config["sliding_window"] = next((a["window"] for a in layers if a["kind"] == "local"), None)
 
 
-class Gemma2Converter(GemmaConverter):
-    model_type = "gemma2"
-    hf_prefix = "Gemma2"
+class Gemma2Converter(GemmaConverter, model_type="gemma2", hf_prefix="Gemma2"):
     fixed = {**GemmaConverter.fixed, **spec_parts("block: sandwich_ln")}
     fields = (
         *GemmaConverter.fields,

@@ -38,9 +38,7 @@ def gemma3_rotary(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
     return glob, rope_parameters({**plain, "rope_parameters": local})
 
 
-class Gemma3TextConverter(Gemma2Converter):
-    model_type = "gemma3_text"
-    hf_prefix = "Gemma3"
+class Gemma3TextConverter(Gemma2Converter, model_type="gemma3_text", hf_prefix="Gemma3"):
     fixed = {
         **Gemma2Converter.fixed,
         **spec_parts("attention: {kind: mha, fused_qkv: false, qk_norm: head}"),

@@ -7,10 +7,7 @@ from archzoo.converter import Converter, Field, Values, parse_fields, spec_parts
 from .common import ACTIVATION, GPT2_TABLES_AND_NORMS, PAD, decoder_tasks, lm_task, table
 
 
-class GPT2Converter(Converter):
-    model_type = "gpt2"
-    hf_prefix = "GPT2"
-    family = "decoder"
+class GPT2Converter(Converter, model_type="gpt2", hf_prefix="GPT2", family="decoder"):
     requires = {"scale_attn_by_inverse_layer_idx": False}
     fixed = spec_parts(
         "embedding: token, position: learned, block: pre_ln, norm: layernorm, ffn: mlp",

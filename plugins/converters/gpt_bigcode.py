@@ -43,10 +43,9 @@ QKV_RULES = tuple(
 )
 
 
-class GPTBigCodeConverter(Converter):
-    model_type = "gpt_bigcode"
-    hf_prefix = "GPTBigCode"
-    family = "decoder"
+class GPTBigCodeConverter(
+    Converter, model_type="gpt_bigcode", hf_prefix="GPTBigCode", family="decoder"
+):
     requires = {"add_cross_attention": False}
     fixed = spec_parts(
         "embedding: token, position: learned, block: pre_ln, norm: layernorm, ffn: mlp",

@@ -31,10 +31,7 @@ def attention_layers(config: dict[str, Any]) -> list[str]:
     return layers
 
 
-class GPTNeoConverter(Converter):
-    model_type = "gpt_neo"
-    hf_prefix = "GPTNeo"
-    family = "decoder"
+class GPTNeoConverter(Converter, model_type="gpt_neo", hf_prefix="GPTNeo", family="decoder"):
     fixed = spec_parts(
         "embedding: token, position: learned, block: pre_ln, norm: layernorm, ffn: mlp",
     )

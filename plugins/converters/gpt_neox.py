@@ -11,10 +11,7 @@ from .common import ACTIVATION, PAD, SIZES, decoder_tasks, lm_task, megatron_lay
 from .rope import rope_config, rope_parameters
 
 
-class GPTNeoXConverter(Converter):
-    model_type = "gpt_neox"
-    hf_prefix = "GPTNeoX"
-    family = "decoder"
+class GPTNeoXConverter(Converter, model_type="gpt_neox", hf_prefix="GPTNeoX", family="decoder"):
     fixed = spec_parts(
         "embedding: token, norm: layernorm, ffn: mlp",
         "attention: {kind: mha, fused_qkv: true}",

@@ -26,9 +26,7 @@ GPT_OSS_TENSORS = """
 LAYER_TYPES = ("sliding_attention", "full_attention")
 
 
-class GptOssConverter(LlamaConverter):
-    model_type = "gpt_oss"
-    hf_prefix = "GptOss"
+class GptOssConverter(LlamaConverter, model_type="gpt_oss", hf_prefix="GptOss"):
     requires = {}  # hidden_act is not read by GPT-OSS's experts
     fixed = {
         **LlamaConverter.fixed,

@@ -14,10 +14,7 @@ from .common import ACTIVATION, PAD, decoder_tasks, table, task, tie
 LM = task("kind: lm, bias: true", "lm_head  LM_PROJ", fields=(tie(False),))
 
 
-class GPTJConverter(Converter):
-    model_type = "gptj"
-    hf_prefix = "GPTJ"
-    family = "decoder"
+class GPTJConverter(Converter, model_type="gptj", hf_prefix="GPTJ", family="decoder"):
     fixed = spec_parts(
         "embedding: token, block: {kind: parallel, shared_norm: true}, norm: layernorm, ffn: mlp",
         "attention: {kind: mha, fused_qkv: false, bias: false, out_bias: false}",

@@ -24,10 +24,7 @@ MLP_TENSORS = """
 """
 
 
-class LlamaConverter(Converter):
-    model_type = "llama"
-    hf_prefix = "Llama"
-    family = "decoder"
+class LlamaConverter(Converter, model_type="llama", hf_prefix="Llama", family="decoder"):
     requires = {"hidden_act": "silu", "pretraining_tp": 1}
     fixed = spec_parts(
         "dropout: 0.0, embedding: token, block: pre_ln, norm: rmsnorm",

@@ -12,10 +12,9 @@ from .bart import BART_FIELDS, BART_STACKS, BART_TENSORS
 from .common import HEADLESS, lm_task, table
 
 
-class M2M100Converter(Converter):
-    model_type = "m2m_100"
-    hf_prefix = "M2M100"
-    family = "encoder-decoder"
+class M2M100Converter(
+    Converter, model_type="m2m_100", hf_prefix="M2M100", family="encoder-decoder"
+):
     fixed = spec_parts(
         "tie_embeddings: true, block: pre_ln, ffn: mlp",
         "embedding: token, norm: {kind: layernorm, eps: 1.0e-5}",

@@ -57,10 +57,9 @@ class SavedSinusoidsConverter(Converter):
         return out
 
 
-class MarianConverter(SavedSinusoidsConverter):
-    model_type = "marian"
-    hf_prefix = "Marian"
-    family = "encoder-decoder"
+class MarianConverter(
+    SavedSinusoidsConverter, model_type="marian", hf_prefix="Marian", family="encoder-decoder"
+):
     requires = {"share_encoder_decoder_embeddings": True}
     fixed = spec_parts(
         "tie_embeddings: true, block: post_ln, ffn: mlp",

@@ -9,10 +9,7 @@ from .bart import BART_FIELDS, BART_STACKS, BART_TENSORS, LM_FIXED_BIAS
 from .common import HEADLESS, QUESTION_ANSWERING, table
 
 
-class MBartConverter(Converter):
-    model_type = "mbart"
-    hf_prefix = "MBart"
-    family = "encoder-decoder"
+class MBartConverter(Converter, model_type="mbart", hf_prefix="MBart", family="encoder-decoder"):
     fixed = spec_parts(
         "tie_embeddings: true, block: pre_ln, ffn: mlp",
         "embedding: {kind: token, norm: true}, norm: {kind: layernorm, eps: 1.0e-5}",

@@ -10,10 +10,7 @@ from archzoo.converter import ConversionError
 from .llama import LlamaConverter
 
 
-class MistralConverter(LlamaConverter):
-    model_type = "mistral"
-    hf_prefix = "Mistral"
-
+class MistralConverter(LlamaConverter, model_type="mistral", hf_prefix="Mistral"):
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
         """One sliding window for every layer (`layer_types` mixing kinds is refused)."""
         window = config.get("sliding_window")

@@ -65,8 +65,7 @@ class ExpertsConverter:
         return self.per_expert.split(super().export_state(*args, **kwargs))
 
 
-class MixtralConverter(ExpertsConverter, MistralConverter):
-    model_type = "mixtral"
+class MixtralConverter(ExpertsConverter, MistralConverter, model_type="mixtral"):
     per_expert = PerExpert(
         "block_sparse_moe.experts.{e}.w1.weight",
         "block_sparse_moe.experts.{e}.w3.weight",

@@ -19,10 +19,7 @@ UNSUPPORTED_ATTENTION = {
 }
 
 
-class MptConverter(Converter):
-    model_type = "mpt"
-    hf_prefix = "Mpt"
-    family = "decoder"
+class MptConverter(Converter, model_type="mpt", hf_prefix="Mpt", family="decoder"):
     requires = {"no_bias": True, "expansion_ratio": 4, "logit_scale": None}
     fixed = spec_parts(
         "embedding: token, position: alibi, block: pre_ln",

@@ -10,9 +10,7 @@ from .llama import LlamaConverter
 from .qwen import QK_NORM_TENSORS
 
 
-class Olmo2Converter(LlamaConverter):
-    model_type = "olmo2"
-    hf_prefix = "Olmo2"
+class Olmo2Converter(LlamaConverter, model_type="olmo2", hf_prefix="Olmo2"):
     fixed = {
         **LlamaConverter.fixed,
         **spec_parts(

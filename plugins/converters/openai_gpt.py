@@ -14,10 +14,9 @@ from .gpt2 import GPT2Converter
 AFN = Values({"gelu": "gelu_tanh", "relu": "relu", "silu": "silu", "swish": "silu"})
 
 
-class OpenAIGPTConverter(Converter):
-    model_type = "openai-gpt"
-    hf_prefix = "OpenAIGPT"
-    family = "decoder"
+class OpenAIGPTConverter(
+    Converter, model_type="openai-gpt", hf_prefix="OpenAIGPT", family="decoder"
+):
     fixed = spec_parts(
         "embedding: token, position: learned, block: post_ln, norm: layernorm, ffn: mlp",
         "attention: {kind: mha, fused_qkv: true, bias: true}",

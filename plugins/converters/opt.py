@@ -16,10 +16,7 @@ LM_WITH_PROJECTION = task(
 )
 
 
-class OPTConverter(Converter):
-    model_type = "opt"
-    hf_prefix = "OPT"
-    family = "decoder"
+class OPTConverter(Converter, model_type="opt", hf_prefix="OPT", family="decoder"):
     requires = {"_remove_final_layer_norm": False, "layer_norm_elementwise_affine": True}
     fixed = spec_parts(
         "embedding: {kind: token, dropout: 0.0}, position: {kind: learned, offset: 2}, ffn: mlp",

@@ -9,9 +9,7 @@ from .common import HEADLESS
 from .marian import MarianConverter
 
 
-class PegasusConverter(MarianConverter):
-    model_type = "pegasus"
-    hf_prefix = "Pegasus"
+class PegasusConverter(MarianConverter, model_type="pegasus", hf_prefix="Pegasus"):
     requires = {}
     fixed = spec_parts(
         "tie_embeddings: true, block: pre_ln, ffn: mlp",

@@ -24,9 +24,7 @@ PHI3_TENSORS = """
 """
 
 
-class Phi3Converter(MistralConverter):
-    model_type = "phi3"
-    hf_prefix = "Phi3"
+class Phi3Converter(MistralConverter, model_type="phi3", hf_prefix="Phi3"):
     fixed = {
         **LlamaConverter.fixed,
         **spec_parts("attention: {kind: mha, fused_qkv: true, bias: false}"),

@@ -33,8 +33,7 @@ def refuse_sliding_window(config: dict[str, Any]) -> None:
         )
 
 
-class Qwen2Converter(LlamaConverter):
-    model_type = "qwen2"
+class Qwen2Converter(LlamaConverter, model_type="qwen2"):
     fixed = {
         **LlamaConverter.fixed,
         **spec_parts("attention: {kind: mha, fused_qkv: false, bias: true, out_bias: false}"),
@@ -50,8 +49,7 @@ class Qwen2Converter(LlamaConverter):
         config["use_sliding_window"] = False
 
 
-class Qwen3Converter(LlamaConverter):
-    model_type = "qwen3"
+class Qwen3Converter(LlamaConverter, model_type="qwen3"):
     fixed = {
         **LlamaConverter.fixed,
         **spec_parts("attention: {kind: mha, fused_qkv: false, qk_norm: head}"),
@@ -69,8 +67,7 @@ class Qwen3Converter(LlamaConverter):
         config["use_sliding_window"] = False
 
 
-class Qwen3MoeConverter(ExpertsConverter, Qwen3Converter):
-    model_type = "qwen3_moe"
+class Qwen3MoeConverter(ExpertsConverter, Qwen3Converter, model_type="qwen3_moe"):
     per_expert = PerExpert(
         "mlp.experts.{e}.gate_proj.weight",
         "mlp.experts.{e}.up_proj.weight",

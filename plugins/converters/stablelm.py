@@ -51,9 +51,7 @@ def split_head_norms(tensors: Mapping[str, Tensor]) -> dict[str, Tensor]:
     return out
 
 
-class StableLmConverter(LlamaConverter):
-    model_type = "stablelm"
-    hf_prefix = "StableLm"
+class StableLmConverter(LlamaConverter, model_type="stablelm", hf_prefix="StableLm"):
     requires = {}
     fixed = spec_parts(
         "embedding: token, norm: layernorm, ffn: {kind: glu, bias: false}",

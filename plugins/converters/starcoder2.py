@@ -12,9 +12,7 @@ from .llama import ATTENTION_TENSORS, ROTARY_BUFFER, LlamaConverter
 from .rope import rope_parameters
 
 
-class Starcoder2Converter(LlamaConverter):
-    model_type = "starcoder2"
-    hf_prefix = "Starcoder2"
+class Starcoder2Converter(LlamaConverter, model_type="starcoder2", hf_prefix="Starcoder2"):
     requires = {}
     fixed = spec_parts(
         "embedding: token, block: pre_ln, norm: layernorm",

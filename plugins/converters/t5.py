@@ -17,10 +17,7 @@ FFN = Values(
 )
 
 
-class T5Converter(Converter):
-    model_type = "t5"
-    hf_prefix = "T5"
-    family = "encoder-decoder"
+class T5Converter(Converter, model_type="t5", hf_prefix="T5", family="encoder-decoder"):
     fixed = spec_parts(
         "tie_embeddings: true, embedding: token, position: t5_relative",
         "block: pre_ln, norm: rmsnorm",

@@ -20,9 +20,7 @@ UMT5_TENSORS = """
 """
 
 
-class UMT5Converter(T5Converter):
-    model_type = "umt5"
-    hf_prefix = "UMT5"
+class UMT5Converter(T5Converter, model_type="umt5", hf_prefix="UMT5"):
     fixed = spec_parts(
         "max_len: 512, tie_embeddings: true, embedding: token",
         "position: {kind: t5_relative, per_layer: true}",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from torch import Tensor, nn
@@ -13,13 +12,12 @@ from archzoo.interfaces import Dims, NormFactory
 from .token import TokenEmbedding
 
 
-class FactorizedEmbedding(TokenEmbedding):
-    """The token embedding at width E, then a Linear E -> d_model (ALBERT)."""
+class FactorizedEmbedding(TokenEmbedding, name="factorized"):
+    """E-wide token (+ type, + position) embedding, norm and dropout, then Linear E -> d
 
-    name = "factorized"
-    summary = "E-wide token (+ type, + position) embedding, norm and dropout, then Linear E -> d"
+    The token embedding at width E, then a Linear E -> d_model (ALBERT).
+    """
 
-    @dataclass
     class Config:
         embedding_size: int = param(
             128, "width E of the token table (ALBERT: 128)", min=1, max=65536

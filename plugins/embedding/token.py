@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from torch import Tensor, nn
@@ -11,11 +10,9 @@ from archzoo.component import param
 from archzoo.interfaces import Embedding, NormFactory
 
 
-class TokenEmbedding(Embedding):
-    name = "token"
-    summary = "token table (+ token types), optional sqrt(d) scale, embedding norm and dropout"
+class TokenEmbedding(Embedding, name="token"):
+    """token table (+ token types), optional sqrt(d) scale, embedding norm and dropout"""
 
-    @dataclass
     class Config:
         type_vocab_size: int = param(
             0, "segment/token-type ids (BERT: 2); 0 for none", min=0, max=65536

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from torch import Tensor, nn
@@ -15,11 +14,9 @@ from .activations import ACTIVATIONS
 GATES = {"swiglu": "silu", "geglu": "gelu", "geglu_tanh": "gelu_tanh", "reglu": "relu"}
 
 
-class GLUFeedForward(FeedForward):
-    name = "glu"
-    summary = "gated linear unit FFN (SwiGLU, GeGLU, ReGLU): down(act(gate(x)) * up(x))"
+class GLUFeedForward(FeedForward, name="glu"):
+    """gated linear unit FFN (SwiGLU, GeGLU, ReGLU): down(act(gate(x)) * up(x))"""
 
-    @dataclass
     class Config:
         activation: Literal["swiglu", "geglu", "geglu_tanh", "reglu"] = param(
             "swiglu", "gate: swiglu=SiLU, geglu=GELU, geglu_tanh=tanh-GELU, reglu=ReLU"

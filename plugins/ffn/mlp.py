@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
@@ -16,11 +15,9 @@ from archzoo.interfaces import FeedForward
 from .activations import ACTIVATIONS
 
 
-class MLPFeedForward(FeedForward):
-    name = "mlp"
-    summary = "two-layer MLP: d_model -> d_ff -> activation -> d_model"
+class MLPFeedForward(FeedForward, name="mlp"):
+    """two-layer MLP: d_model -> d_ff -> activation -> d_model"""
 
-    @dataclass
     class Config:
         activation: Literal["relu", "gelu", "gelu_tanh", "silu"] = param(
             "gelu", "non-linearity between the two projections"

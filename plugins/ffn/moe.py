@@ -6,14 +6,13 @@ see every token. Tokens are grouped by expert and run through one grouped matmul
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
 
-from archzoo.component import Capabilities, param
+from archzoo.component import param
 from archzoo.interfaces import FeedForward
 
 from .activations import ACTIVATIONS, clamped_swiglu
@@ -23,12 +22,9 @@ from .routing import Groups, expert_matmul, load_balancing_loss, route
 CLAMPED = "swiglu_clamped"  # GPT-OSS's gated unit (glu_alpha, glu_limit)
 
 
-class MoEFeedForward(FeedForward):
-    name = "moe"
-    summary = "mixture of experts: top-k routed GLU/MLP experts (+ shared experts), grouped matmuls"
-    capabilities = Capabilities(aux_loss=True)
+class MoEFeedForward(FeedForward, name="moe", aux_loss=True):
+    """mixture of experts: top-k routed GLU/MLP experts (+ shared experts), grouped matmuls"""
 
-    @dataclass
     class Config:
         n_experts: int = param(8, "routed experts", min=1, max=4096)
         top_k: int = param(2, "experts per token", min=1, max=4096)

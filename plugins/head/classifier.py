@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch.nn.functional as F
@@ -15,11 +14,9 @@ from ..ffn.activations import ACTIVATIONS
 from .pooling import pool
 
 
-class ClassifierHead(Head):
-    name = "classifier"
-    summary = "pool the sequence (cls | mean | last), optional dense+activation pooler, then labels"
+class ClassifierHead(Head, name="classifier"):
+    """pool the sequence (cls | mean | last), optional dense+activation pooler, then labels"""
 
-    @dataclass
     class Config:
         num_labels: int = param(
             2, "number of classes (1: regression with MSE)", min=1, max=1_000_000

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch.nn.functional as F
@@ -14,12 +13,11 @@ from archzoo.interfaces import Head
 from ..ffn.activations import ACTIVATIONS
 
 
-class DiscriminatorHead(Head):
-    name = "discriminator"
-    summary = "replaced-token detection (ELECTRA): dense, activation, one logit per token"
+class DiscriminatorHead(Head, name="discriminator"):
+    """replaced-token detection (ELECTRA): dense, activation, one logit per token"""
+
     families = ("encoder",)
 
-    @dataclass
     class Config:
         activation: Literal["relu", "gelu", "gelu_tanh", "silu"] = param(
             "gelu", "non-linearity after the dense layer (the model's)"

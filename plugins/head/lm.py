@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from archzoo.component import Capabilities, param
+from archzoo.component import param
 from archzoo.interfaces import Embedding, Head
 
 from .losses import linear_cross_entropy, token_cross_entropy
 
 
-class LMHead(Head):
-    name = "lm"
-    summary = "project to vocabulary logits (tied to the input embedding or its own weights)"
-    families = ("decoder", "encoder-decoder")
-    capabilities = Capabilities(generates=True)
+class LMHead(Head, name="lm", generates=True):
+    """project to vocabulary logits (tied to the input embedding or its own weights)"""
 
-    @dataclass
+    families = ("decoder", "encoder-decoder")
+
     class Config:
         tie: bool = param(True, "reuse the token embedding table as the output projection")
         bias: bool = param(False, "a learned bias per vocabulary entry")

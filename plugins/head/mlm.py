@@ -6,7 +6,6 @@ norm over E) ties to its E-wide token table; for BERT the width is d_model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from torch import Tensor, nn
@@ -18,12 +17,11 @@ from ..ffn.activations import ACTIVATIONS
 from .losses import token_cross_entropy
 
 
-class MLMHead(Head):
-    name = "mlm"
-    summary = "BERT's masked-LM head: transform (dense, activation, norm), then tied decoder"
+class MLMHead(Head, name="mlm"):
+    """BERT's masked-LM head: transform (dense, activation, norm), then tied decoder"""
+
     families = ("encoder",)
 
-    @dataclass
     class Config:
         activation: Literal["relu", "gelu", "gelu_tanh", "silu"] = param(
             "gelu", "non-linearity of the transform"

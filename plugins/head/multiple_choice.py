@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from archzoo.component import Capabilities, param
+from archzoo.component import param
 from archzoo.interfaces import Head
 
 from ..ffn.activations import ACTIVATIONS
 from .pooling import pool
 
 
-class MultipleChoiceHead(Head):
-    name = "multiple_choice"
-    summary = "inputs (B, C, T): pool each choice, optional pooler, one logit per choice (B, C)"
-    families = ("encoder",)
-    capabilities = Capabilities(choices=True)
+class MultipleChoiceHead(Head, name="multiple_choice", choices=True):
+    """inputs (B, C, T): pool each choice, optional pooler, one logit per choice (B, C)"""
 
-    @dataclass
+    families = ("encoder",)
+
     class Config:
         pooling: Literal["cls", "mean", "last"] = param(
             "cls", "which vector represents a choice's sequence"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from torch import Tensor, nn
@@ -11,11 +10,9 @@ from archzoo.component import param
 from archzoo.interfaces import Head
 
 
-class NoHead(Head):
-    name = "none"
-    summary = "no task head; outputs are the last hidden states (and an optional pooler output)"
+class NoHead(Head, name="none"):
+    """no task head; outputs are the last hidden states (and an optional pooler output)"""
 
-    @dataclass
     class Config:
         pooler: bool = param(
             False, "dense + tanh on the first token, returned as pooler_output (BERT's pooler)"

@@ -8,9 +8,8 @@ from torch import Tensor, nn
 from archzoo.interfaces import Head
 
 
-class QuestionAnsweringHead(Head):
-    name = "question_answering"
-    summary = "span extraction: linear to (start, end) logits per token; labels (B, 2) positions"
+class QuestionAnsweringHead(Head, name="question_answering"):
+    """span extraction: linear to (start, end) logits per token; labels (B, 2) positions"""
 
     def __init__(self, cfg: object, dims: object, **_: object) -> None:
         super().__init__(cfg, dims)

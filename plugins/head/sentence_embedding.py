@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 import torch.nn.functional as F
@@ -14,13 +13,12 @@ from .none import NoHead
 from .pooling import pool
 
 
-class SentenceEmbeddingHead(NoHead):
-    """The base model's outputs plus `sentence_embedding` (B, D)."""
+class SentenceEmbeddingHead(NoHead, name="sentence_embedding"):
+    """pool real tokens (cls | mean | max | last), optionally to unit norm: (B, D)
 
-    name = "sentence_embedding"
-    summary = "pool real tokens (cls | mean | max | last), optionally to unit norm: (B, D)"
+    The base model's outputs plus `sentence_embedding` (B, D).
+    """
 
-    @dataclass
     class Config:
         pooling: Literal["cls", "mean", "max", "last"] = param(
             "mean", "how the token vectors become one sentence vector"

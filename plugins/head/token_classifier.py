@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from torch import Tensor, nn
@@ -13,11 +12,9 @@ from archzoo.interfaces import Head
 from .losses import token_cross_entropy
 
 
-class TokenClassifierHead(Head):
-    name = "token_classifier"
-    summary = "a label per token: dropout, then linear to num_labels"
+class TokenClassifierHead(Head, name="token_classifier"):
+    """a label per token: dropout, then linear to num_labels"""
 
-    @dataclass
     class Config:
         num_labels: int = param(2, "number of tag classes", min=1, max=1_000_000)
         dropout: float | None = param(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -13,11 +12,9 @@ from archzoo.component import param
 from archzoo.interfaces import Norm
 
 
-class LayerNorm(Norm):
-    name = "layernorm"
-    summary = "LayerNorm: normalise to zero mean and unit variance, then scale and shift"
+class LayerNorm(Norm, name="layernorm"):
+    """LayerNorm: normalise to zero mean and unit variance, then scale and shift"""
 
-    @dataclass
     class Config:
         eps: float = param(1e-5, "added to the variance", gt=0.0)
         bias: bool = param(True, "learn a shift as well as a scale")

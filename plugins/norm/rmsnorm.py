@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -12,11 +11,9 @@ from archzoo.component import param
 from archzoo.interfaces import Norm
 
 
-class RMSNorm(Norm):
-    name = "rmsnorm"
-    summary = "RMSNorm: divide by the root mean square (computed in fp32), then scale"
+class RMSNorm(Norm, name="rmsnorm"):
+    """RMSNorm: divide by the root mean square (computed in fp32), then scale"""
 
-    @dataclass
     class Config:
         eps: float = param(1e-6, "added to the mean square", gt=0.0)
         offset: float = param(

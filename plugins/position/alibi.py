@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from archzoo.component import Capabilities, param
+from archzoo.component import param
 from archzoo.interfaces import Position
 
 
@@ -26,12 +25,9 @@ def alibi_slopes(n_heads: int) -> list[float]:
     return power_of_two(closest) + power_of_two(2 * closest)[0::2][: n_heads - closest]
 
 
-class AlibiPosition(Position):
-    name = "alibi"
-    summary = "no embeddings; subtract slope_h * |i - j| from the attention scores"
-    capabilities = Capabilities(bias=True)
+class AlibiPosition(Position, name="alibi", bias=True):
+    """no embeddings; subtract slope_h * |i - j| from the attention scores"""
 
-    @dataclass
     class Config:
         scaled: bool = param(
             False, "multiply the bias by the score scale, as Falcon adds it before scaling"

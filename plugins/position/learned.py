@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from archzoo.component import Capabilities, param
+from archzoo.component import param
 from archzoo.interfaces import Position
 
 
-class LearnedPosition(Position):
-    name = "learned"
-    summary = "a trained vector per position, added to the token embeddings"
-    capabilities = Capabilities(embed=True)
+class LearnedPosition(Position, name="learned", embed=True):
+    """a trained vector per position, added to the token embeddings"""
 
-    @dataclass
     class Config:
         offset: int = param(0, "added to every position id (RoBERTa: padding_idx + 1)", min=0)
 

@@ -5,6 +5,5 @@ from __future__ import annotations
 from archzoo.interfaces import Position
 
 
-class NoPosition(Position):
-    name = "none"
-    summary = "no position information at all"
+class NoPosition(Position, name="none"):
+    """no position information at all"""

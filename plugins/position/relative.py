@@ -6,22 +6,19 @@ z_i = sum_j alpha_ij (v_j + a^V_{clip(j-i)}). One table per stack, shared by hea
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from archzoo.component import Capabilities, param
+from archzoo.component import param
 from archzoo.interfaces import Position
 
 
-class RelativePosition(Position):
-    name = "relative"
-    summary = "Shaw et al. clipped relative representations: a key term (and value term)"
-    capabilities = Capabilities(bias=True)
+class RelativePosition(Position, name="relative", bias=True):
+    """Shaw et al. clipped relative representations: a key term (and value term)"""
 
-    @dataclass
     class Config:
         max_distance: int = param(16, "distances are clipped to [-k, k]", min=1, max=65536)
         value_term: bool = param(False, "also add a^V to the attended values")

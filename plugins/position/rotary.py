@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from archzoo.component import Capabilities, param
+from archzoo.component import param
 from archzoo.interfaces import Position
 
 from .rope_scaling import SCALINGS, check_scaling, scaled_inv_freq
@@ -37,12 +36,9 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tens
     return torch.cat((out.to(x.dtype), rest), dim=-1)
 
 
-class RotaryPosition(Position):
-    name = "rotary"
-    summary = "rotate query and key feature pairs by position-dependent angles (RoPE)"
-    capabilities = Capabilities(rotate=True, even_head_dim=True)
+class RotaryPosition(Position, name="rotary", rotate=True, even_head_dim=True):
+    """rotate query and key feature pairs by position-dependent angles (RoPE)"""
 
-    @dataclass
     class Config:
         base: float = param(10000.0, "theta: wavelength base of the angles", gt=1.0)
         fraction: float = param(1.0, "share of the head dimension that rotates", gt=0.0, max=1.0)

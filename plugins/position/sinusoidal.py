@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from archzoo.component import Capabilities, param
+from archzoo.component import param
 from archzoo.interfaces import Position
 
 FREQUENCIES = ("vaswani", "tensor2tensor")
@@ -35,12 +34,9 @@ def sinusoidal_table(
     return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # (..., dim)
 
 
-class SinusoidalPosition(Position):
-    name = "sinusoidal"
-    summary = "fixed sine/cosine vectors added to the token embeddings (no trained weights)"
-    capabilities = Capabilities(embed=True)
+class SinusoidalPosition(Position, name="sinusoidal", embed=True):
+    """fixed sine/cosine vectors added to the token embeddings (no trained weights)"""
 
-    @dataclass
     class Config:
         base: float = param(10000.0, "wavelength base of the geometric progression", gt=1.0)
         frequencies: str = param(

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from archzoo.component import Capabilities, param
+from archzoo.component import param
 from archzoo.interfaces import Position
 
 
@@ -31,12 +30,9 @@ def t5_buckets(
     return out + torch.where(n < exact, n, far)
 
 
-class T5RelativePosition(Position):
-    name = "t5_relative"
-    summary = "T5 bucketed relative bias: one learned scalar per head and distance bucket"
-    capabilities = Capabilities(bias=True)
+class T5RelativePosition(Position, name="t5_relative", bias=True):
+    """T5 bucketed relative bias: one learned scalar per head and distance bucket"""
 
-    @dataclass
     class Config:
         n_buckets: int = param(32, "number of distance buckets", min=2, max=65536)
         max_distance: int = param(128, "distances beyond this share the last bucket", min=2)

@@ -5,9 +5,8 @@ from __future__ import annotations
 from archzoo.interfaces import Sharing
 
 
-class AllSharing(Sharing):
-    name = "all"
-    summary = "every layer runs the same block: one layer's parameters, n_layers applications"
+class AllSharing(Sharing, name="all"):
+    """every layer runs the same block: one layer's parameters, n_layers applications"""
 
     def assign(self, n_layers: int) -> list[int]:
         return [0] * n_layers

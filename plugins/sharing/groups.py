@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from archzoo.component import param
 from archzoo.interfaces import Sharing
 
 
-class GroupSharing(Sharing):
-    name = "groups"
-    summary = "n_groups parameter sets; consecutive runs of n_layers / n_groups layers share one"
+class GroupSharing(Sharing, name="groups"):
+    """n_groups parameter sets; consecutive runs of n_layers / n_groups layers share one"""
 
-    @dataclass
     class Config:
         n_groups: int = param(1, "number of parameter sets; must divide n_layers", min=1)
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from archzoo.interfaces import Sharing
 
 
-class NoSharing(Sharing):
-    name = "none"
-    summary = "every layer has its own parameters"
+class NoSharing(Sharing, name="none"):
+    """every layer has its own parameters"""
 
     def assign(self, n_layers: int) -> list[int]:
         return list(range(n_layers))
