@@ -116,6 +116,11 @@ class Position(Component):
         """Positions it can encode are below this (a learned table's size), or None: no bound."""
         return None
 
+    def position_ids(self, input_ids: Tensor, past: int) -> Tensor:
+        """(B, T) ids of new tokens after `past` cached ones, when the caller gives none."""
+        B, T = input_ids.shape
+        return torch.arange(past, past + T, device=input_ids.device).expand(B, T)
+
     def prepare(self, q_pos: Tensor, k_pos: Tensor) -> Any:
         """Per-forward state from (B, Tq) query and (B, Tk) key positions."""
         return None

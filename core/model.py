@@ -121,7 +121,7 @@ class Stack(nn.Module):
         B, T = input_ids.shape
         past = 0 if cache is None else cache.length
         if position_ids is None:
-            position_ids = torch.arange(past, past + T, device=input_ids.device).expand(B, T)
+            position_ids = self.position.position_ids(input_ids, past)
         k_pos, key_padding = position_ids, attention_mask
         if cache is not None:
             k_pos, key_padding = cache.advance(position_ids, attention_mask)

@@ -68,12 +68,9 @@ def tiny(model_type: str, suffix: str, **overrides) -> torch.nn.Module:
 
 
 def inputs(model_type: str, shape: tuple[int, ...]) -> dict[str, torch.Tensor]:
-    """Random ids with padding (id 0) after 5 tokens in the last row (of the last example),
-    and random token types where the type has them. (RoBERTa gives its pad id's tokens the
-    position padding_idx, archzoo counts positions by index: only padded outputs differ, but
-    HF's span loss softmaxes over those too, so the padding here is not the pad id.)"""
-    _, _, _, token_types = TYPES[model_type]
-    pad = 0
+    """Random ids with padding (the type's pad id) after 5 tokens in the last row (of the
+    last example), and random token types where the type has them."""
+    _, _, pad, token_types = TYPES[model_type]
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(3, V, shape, generator=g)
     mask = torch.ones(shape, dtype=torch.long)

@@ -45,6 +45,7 @@ SIZES = {
 ENCODERS = ("bert", "roberta", "albert")  # token_type_ids where the type has them
 DECODERS = ("gpt2", "gpt_neo", "gpt_neox", "llama", "mistral", "bloom")
 PAD = 0  # padded positions hold this id (decoder classifiers find the last real token by it)
+PADS = {"roberta": 1}  # types whose pad id is another (RoBERTa numbers positions around it)
 
 
 def tiny(model_type: str, cls_suffix: str, **overrides) -> torch.nn.Module:
@@ -54,7 +55,7 @@ def tiny(model_type: str, cls_suffix: str, **overrides) -> torch.nn.Module:
     if model_type not in ("bloom", "t5", "gpt2", "roberta"):
         sizes["max_position_embeddings"] = 64
     if model_type == "roberta":
-        sizes["pad_token_id"] = 1  # RoBERTa's positions start after its padding id
+        sizes["pad_token_id"] = PADS[model_type]  # RoBERTa's positions start after it
     config = config_cls(**{**sizes, **SIZES[model_type], **overrides})
     model = getattr(hf, PREFIX[model_type] + cls_suffix)(config)
     perturb(model)
@@ -63,7 +64,7 @@ def tiny(model_type: str, cls_suffix: str, **overrides) -> torch.nn.Module:
 
 def batch(model_type: str):
     ids, mask = padded_batch(V)
-    ids = ids.masked_fill(mask == 0, PAD)
+    ids = ids.masked_fill(mask == 0, PADS.get(model_type, PAD))
     extra = {}
     if model_type in ("bert", "albert"):
         g = torch.Generator().manual_seed(2)

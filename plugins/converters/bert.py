@@ -77,6 +77,10 @@ class BertConverter(Converter, model_type="bert", hf_prefix="Bert", family="enco
 
 
 class RobertaConverter(BertConverter, model_type="roberta", hf_prefix="Roberta"):
+    fixed = {  # positions counted over real tokens from padding_idx + 1, as HF numbers them
+        **BertConverter.fixed,
+        **spec_parts("position: {kind: learned, offset: 0, count: tokens}"),
+    }
     tasks = encoder_tasks(
         "pooler.dense",
         mlm_task("lm_head.", "dense", "layer_norm", mlm_activation("gelu")),

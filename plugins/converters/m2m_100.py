@@ -18,7 +18,7 @@ class M2M100Converter(
     fixed = spec_parts(
         "tie_embeddings: true, block: pre_ln, ffn: mlp",
         "embedding: token, norm: {kind: layernorm, eps: 1.0e-5}",
-        "position: {kind: sinusoidal, layout: halves, frequencies: tensor2tensor}",
+        "position: {kind: sinusoidal, layout: halves, frequencies: tensor2tensor, count: tokens}",
         "attention: {kind: mha, fused_qkv: false, bias: true}",
     )
     fields = BART_FIELDS

@@ -10,12 +10,22 @@ from torch import Tensor, nn
 from archzoo.component import param
 from archzoo.interfaces import Position
 
+from .counting import CountedPositions, count_param
 
-class LearnedPosition(Position, name="learned", embed=True):
+
+class LearnedPosition(CountedPositions, Position, name="learned", embed=True):
     """a trained vector per position, added to the token embeddings"""
 
     class Config:
         offset: int = param(0, "added to every position id (RoBERTa: padding_idx + 1)", min=0)
+        count: str = count_param()  # pads (-1) read row offset - 1: HF's padding_idx row
+
+    @classmethod
+    def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
+        problems = cls.count_problems(cfg, dims)
+        if cfg.count == "tokens" and cfg.offset < 1:
+            problems.append(("offset", "count: tokens reads pads at row offset - 1: offset >= 1"))
+        return problems
 
     def __init__(self, cfg: Any, dims: Any, *, causal: bool = False) -> None:
         super().__init__(cfg, dims, causal=causal)

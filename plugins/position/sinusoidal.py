@@ -10,6 +10,8 @@ from torch import Tensor
 from archzoo.component import param
 from archzoo.interfaces import Position
 
+from .counting import PAD_POSITION, CountedPositions, count_param
+
 FREQUENCIES = ("vaswani", "tensor2tensor")
 LAYOUTS = ("interleaved", "halves")
 
@@ -34,7 +36,7 @@ def sinusoidal_table(
     return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # (..., dim)
 
 
-class SinusoidalPosition(Position, name="sinusoidal", embed=True):
+class SinusoidalPosition(CountedPositions, Position, name="sinusoidal", embed=True):
     """fixed sine/cosine vectors added to the token embeddings (no trained weights)"""
 
     class Config:
@@ -50,19 +52,24 @@ class SinusoidalPosition(Position, name="sinusoidal", embed=True):
             choices=LAYOUTS,
         )
         offset: int = param(0, "added to every position id (M2M-100: padding_idx + 1)", min=0)
+        count: str = count_param()  # pads (-1) get a zero vector, as fairseq's padding row
 
     @classmethod
     def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
+        problems = cls.count_problems(cfg, dims)
         if dims.d_model % 2:
-            return [("", f"sinusoidal positions need an even d_model, got {dims.d_model}")]
-        return []
+            problems.append(("", f"sinusoidal positions need an even d_model, got {dims.d_model}"))
+        return problems
 
     def embed(self, positions: Tensor) -> Tensor:
         cfg = self.cfg
-        return sinusoidal_table(
+        table = sinusoidal_table(
             positions + cfg.offset,
             self.dims.d_model,
             cfg.base,
             frequencies=cfg.frequencies,
             layout=cfg.layout,
         )
+        if cfg.count == "index":
+            return table
+        return table.masked_fill((positions == PAD_POSITION)[..., None], 0.0)  # (B, T, D)
