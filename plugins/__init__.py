@@ -22,6 +22,7 @@ from .block.sandwich_ln import SandwichLNBlock
 from .converters.albert import AlbertConverter
 from .converters.bart import BartConverter
 from .converters.bert import BertConverter, RobertaConverter, XLMRobertaConverter
+from .converters.big_bird import BigBirdConverter
 from .converters.bloom import BloomConverter
 from .converters.ctrl import CTRLConverter
 from .converters.deepseek import DeepseekV3Converter
@@ -131,6 +132,7 @@ BUILTIN_CONVERTERS = (
     XLMRobertaConverter(),
     DistilBertConverter(),
     ElectraConverter(),
+    BigBirdConverter(),
     GPT2Converter(),
     T5Converter(),
     BartConverter(),

@@ -546,3 +546,27 @@ PUBLISHED["mpt-7b"] = (
     ),
 )
 CAUSAL_LM["MptConfig"] = "MptForCausalLM"
+
+# BigBird-RoBERTa base (google/bigbird-roberta-base config.json), as its base model with pooler
+PUBLISHED["bigbird-roberta-base"] = (
+    "BigBirdConfig",
+    dict(
+        vocab_size=50358,
+        hidden_size=768,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        intermediate_size=3072,
+        hidden_act="gelu_new",
+        max_position_embeddings=4096,
+        type_vocab_size=2,
+        attention_type="block_sparse",
+        block_size=64,
+        num_random_blocks=3,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        sep_token_id=66,
+        architectures=["BigBirdModel"],
+    ),
+)
+CAUSAL_LM["BigBirdConfig"] = "BigBirdModel"

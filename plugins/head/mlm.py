@@ -27,6 +27,9 @@ class MLMHead(Head, name="mlm"):
             "gelu", "non-linearity of the transform"
         )
         tie: bool = param(True, "reuse the token embedding table as the decoder")
+        pooler: bool = param(
+            False, "carry BERT's pooler weights, unused by the logits (HF's BigBird MLM has one)"
+        )
 
     def __init__(
         self, cfg: Any, dims: Any, *, embedding: Embedding, make_norm: NormFactory, **_: Any
@@ -40,6 +43,7 @@ class MLMHead(Head, name="mlm"):
         if cfg.tie:
             self.decoder.weight = embedding.word_weight()
         self.bias = self.decoder.bias  # one parameter, two names: the add fuses into addmm
+        self.pooler = nn.Linear(dims.d_model, dims.d_model) if cfg.pooler else None
 
     def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         h = self.norm(self.act(self.dense(hidden)))
