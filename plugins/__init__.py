@@ -44,6 +44,7 @@ from .converters.marian import MarianConverter
 from .converters.mbart import MBartConverter
 from .converters.mistral import MistralConverter
 from .converters.mixtral import MixtralConverter
+from .converters.modernbert import ModernBertConverter
 from .converters.mpt import MptConverter
 from .converters.olmo2 import Olmo2Converter
 from .converters.openai_gpt import OpenAIGPTConverter
@@ -167,6 +168,7 @@ BUILTIN_CONVERTERS = (
     GPTJConverter(),
     DeepseekV3Converter(),
     CTRLConverter(),
+    ModernBertConverter(),
 )
 
 

@@ -3,6 +3,8 @@ the sizes are typed from each model card's config.json)."""
 
 from __future__ import annotations
 
+import json
+
 ROPE = {"rope_type": "default"}
 
 # zoo name -> (transformers config class, its keyword arguments)
@@ -570,3 +572,19 @@ PUBLISHED["bigbird-roberta-base"] = (
     ),
 )
 CAUSAL_LM["BigBirdConfig"] = "BigBirdModel"
+
+# ModernBERT base: answerdotai/ModernBERT-base's config.json, its architecture keys as written
+PUBLISHED["modernbert-base"] = (
+    "ModernBertConfig",
+    json.loads(
+        """{"vocab_size": 50368, "hidden_size": 768, "intermediate_size": 1152,
+        "num_hidden_layers": 22, "num_attention_heads": 12, "max_position_embeddings": 8192,
+        "global_attn_every_n_layers": 3, "local_attention": 128, "global_rope_theta": 160000.0,
+        "local_rope_theta": 10000.0, "norm_eps": 1e-05, "norm_bias": false, "attention_bias": false,
+        "mlp_bias": false, "classifier_bias": false, "decoder_bias": true,
+        "hidden_activation": "gelu", "classifier_activation": "gelu", "classifier_pooling": "mean",
+        "tie_word_embeddings": true, "pad_token_id": 50283, "bos_token_id": 50281,
+        "eos_token_id": 50282, "cls_token_id": 50281, "sep_token_id": 50282}"""
+    ),
+)
+CAUSAL_LM["ModernBertConfig"] = "ModernBertForMaskedLM"  # the class whose count is checked

@@ -131,6 +131,10 @@ def test_every_named_path_exists_in_a_built_model():
             ("gpt2", {"n_layers": 1, "head": "question_answering"}),
             ("gemma2-2b", {"n_layers": 1}),
             ("electra-base-discriminator", {"n_layers": 1}),
+            (
+                "modernbert-base",
+                {"n_layers": 1, "head": {"kind": "classifier", "pooler_norm": True}},
+            ),
             (  # OPT-350m's layout: project_in / project_out around a narrower table
                 "opt-125m",
                 {"n_layers": 1, "embedding": {"kind": "factorized", "positions": "after"}},

@@ -5,6 +5,7 @@ HF's outputs and losses; tiny random models, every parameter perturbed, a right-
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -143,23 +144,36 @@ def labels_for(suffix: str, problem: str, shape: tuple[int, ...], mask: torch.Te
     return {}
 
 
-@pytest.mark.parametrize(("model_type", "suffix", "problem"), CASES)
-def test_task_matches_hf_outputs_and_loss(tmp_path, model_type, suffix, problem):
-    over = PROBLEMS.get(problem, {})
+def task_config(suffix: str, problem: str, over: dict | None = None) -> dict:
+    """HF config overrides of a task: its labels (5 tags, or `problem`'s, named)."""
+    over = dict(over or {}, **PROBLEMS.get(problem, {}))
     if suffix == "ForTokenClassification":
-        over = dict(num_labels=5)
+        over = dict(over, num_labels=5)
     if problem:
         over = dict(over, id2label={i: f"class_{i}" for i in range(over["num_labels"])})
-    model = tiny(model_type, suffix, **over)
-    shape = (2, 3, 9) if suffix == "ForMultipleChoice" else (2, 9)  # (B, C, T) or (B, T)
-    feed = inputs(model_type, shape)
+    return over
+
+
+def task_parity(tmp_path, model, suffix: str, problem: str, feed: dict):
+    """`check_parity` with random labels for the task; the imported model, its head checked."""
+    shape = tuple(feed["input_ids"].shape)
     labels = labels_for(suffix, problem, shape, feed["attention_mask"])
     ours_labels = labels.get("labels")
     if "start_positions" in labels:
         ours_labels = torch.stack([labels["start_positions"], labels["end_positions"]], -1)
     ours = check_parity(tmp_path, model, feed, labels, ours_labels)
+    assert ours.spec.data["head"]["kind"] == HEAD_KINDS[suffix]
+    return ours
+
+
+@pytest.mark.parametrize(("model_type", "suffix", "problem"), CASES)
+def test_task_matches_hf_outputs_and_loss(tmp_path, model_type, suffix, problem):
+    over = task_config(suffix, problem)
+    model = tiny(model_type, suffix, **over)
+    shape = (2, 3, 9) if suffix == "ForMultipleChoice" else (2, 9)  # (B, C, T) or (B, T)
+    feed = inputs(model_type, shape)
+    ours = task_parity(tmp_path, model, suffix, problem, feed)
     head = ours.spec.data["head"]
-    assert head["kind"] == HEAD_KINDS[suffix]
     if problem:
         assert head["labels"] == [f"class_{i}" for i in range(over["num_labels"])]
     if suffix == "ForMultipleChoice":
@@ -192,6 +206,16 @@ def test_multiple_choice_refuses_flat_input_ids(tmp_path):
 )
 def test_zoo_import_saves_the_model_hf_computes(tmp_path, model_type, suffix):
     model = tiny(model_type, suffix)
+    out = zoo_import(tmp_path, model)
+    feed = inputs(model_type, (2, 9))
+    with torch.no_grad():
+        diff = archzoo.load(out)(**feed).logits - model(**feed).logits
+    assert max_diff_unpadded(diff, torch.zeros_like(diff), feed["attention_mask"]) <= 1e-4
+
+
+def zoo_import(tmp_path, model) -> Path:
+    """`zoo import --json` of an HF encoder: the file it saved (its report checked: the
+    family, HF's parameter count)."""
     out = tmp_path / "m.safetensors"
     args = ["import", str(save_hf(model, tmp_path / "hf")), "--out", str(out), "--json"]
     result = CliRunner().invoke(main, args)
@@ -199,7 +223,4 @@ def test_zoo_import_saves_the_model_hf_computes(tmp_path, model_type, suffix):
     report = json.loads(result.output)
     assert report["family"] == "encoder"
     assert report["params"] == sum(p.numel() for p in model.parameters())
-    feed = inputs(model_type, (2, 9))
-    with torch.no_grad():
-        diff = archzoo.load(out)(**feed).logits - model(**feed).logits
-    assert max_diff_unpadded(diff, torch.zeros_like(diff), feed["attention_mask"]) <= 1e-4
+    return out

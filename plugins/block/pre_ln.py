@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from torch import Tensor
+from torch import Tensor, nn
 
-from archzoo.interfaces import Block
+from archzoo.component import param
+from archzoo.interfaces import Block, NormFactory
 
 
 class PreLNBlock(Block, name="pre_ln", final_norm=True):
     """norm before each sublayer, residual around it; a final norm closes the stack"""
+
+    class Config:
+        attention_norm: bool = param(True, "a norm before attention (off: ModernBERT's layer 0)")
+
+    def make_norms(self, make_norm: NormFactory, *, cross: bool) -> None:
+        super().make_norms(make_norm, cross=cross)
+        if not self.cfg.attention_norm:  # the embedding norm already normalised the input
+            self.attention_norm = nn.Identity()
 
     def residual(self, x: Tensor, part: str, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         return x + self.dropout(sublayer(getattr(self, f"{part}_norm")(x)))

@@ -20,20 +20,25 @@ from .rope import rope_parameters
 GLOBAL_BASE, LOCAL_BASE = 1_000_000.0, 10_000.0  # transformers' defaults
 
 
-def gemma3_rotary(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def gemma3_rotary(
+    config: dict[str, Any],
+    keys: tuple[str, str] = ("rope_theta", "rope_local_base_freq"),
+    bases: tuple[float, float] = (GLOBAL_BASE, LOCAL_BASE),
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Rotary settings of the global and the sliding layers, from transformers 5's
-    per-layer-type `rope_parameters` or 4's rope_theta / rope_local_base_freq / rope_scaling."""
+    per-layer-type `rope_parameters` or 4's global / local base `keys` and rope_scaling
+    (`bases`: the type's defaults)."""
     params = config.get("rope_parameters") or {}
     if "full_attention" in params or "sliding_attention" in params:
-        full = {"rope_theta": GLOBAL_BASE, **(params.get("full_attention") or {})}
-        sliding = {"rope_theta": LOCAL_BASE, **(params.get("sliding_attention") or {})}
+        full = {"rope_theta": bases[0], **(params.get("full_attention") or {})}
+        sliding = {"rope_theta": bases[1], **(params.get("sliding_attention") or {})}
         plain = {k: v for k, v in config.items() if k not in ("rope_parameters", "rope_scaling")}
         return (
             rope_parameters({**plain, "rope_parameters": full}),
             rope_parameters({**plain, "rope_parameters": sliding}),
         )
-    glob = rope_parameters({**config, "rope_theta": config.get("rope_theta", GLOBAL_BASE)})
-    local = {"rope_theta": config.get("rope_local_base_freq", LOCAL_BASE)}
+    glob = rope_parameters({**config, "rope_theta": config.get(keys[0], bases[0])})
+    local = {"rope_theta": config.get(keys[1], bases[1])}
     plain = {k: v for k, v in config.items() if k not in ("rope_parameters", "rope_scaling")}
     return glob, rope_parameters({**plain, "rope_parameters": local})
 

@@ -51,3 +51,4 @@ QA = "head.qa_outputs"  # question_answering: (start, end) logits
 ATTN_OUT_NORM = BLOCK + "attention_out_norm"  # sandwich_ln: the norm after attention
 FFN_OUT_NORM = BLOCK + "ffn_out_norm"  # sandwich_ln: the norm after the ffn
 DISC_DENSE, DISC_PREDICTION = "head.dense", "head.prediction"  # discriminator (ELECTRA)
+HEAD_POOLER_NORM = "head.pooler_norm"  # classifier & co.: the norm after the pooler (ModernBERT)

@@ -1,4 +1,4 @@
-"""Sequence classification: pool (CLS, mean or last token), optional tanh pooler, linear."""
+"""Sequence classification: pool (CLS, mean or last token), optional pooler, linear."""
 
 from __future__ import annotations
 
@@ -8,25 +8,19 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from archzoo.component import param
-from archzoo.interfaces import Head
 
-from ..ffn.activations import ACTIVATIONS
-from .pooling import pool
+from .pooling import PooledHead, PoolerConfig, pool
 
 
-class ClassifierHead(Head, name="classifier"):
+class ClassifierHead(PooledHead, name="classifier"):
     """pool the sequence (cls | mean | last), optional dense+activation pooler, then labels"""
 
-    class Config:
+    class Config(PoolerConfig):
         num_labels: int = param(
             2, "number of classes (1: regression with MSE)", min=1, max=1_000_000
         )
         pooling: Literal["cls", "mean", "last"] = param(
             "cls", "which vector represents the sequence"
-        )
-        pooler: bool = param(True, "dense + tanh on the pooled vector (BERT's pooler)")
-        pooler_activation: Literal["tanh", "relu", "gelu", "gelu_tanh"] = param(
-            "tanh", "the pooler's non-linearity (DistilBERT: relu, ELECTRA: gelu)"
         )
         dropout: float | None = param(
             None,
@@ -41,16 +35,13 @@ class ClassifierHead(Head, name="classifier"):
         ] = param("auto", "the loss (auto: as HF, regression for 1 label, else by label dtype)")
         labels: list[str] | None = param(None, "the class names in index order (HF id2label)")
 
-    def __init__(self, cfg: Any, dims: Any, **_: Any) -> None:
-        super().__init__(cfg, dims)
-        self.pooler = nn.Linear(dims.d_model, dims.d_model) if cfg.pooler else None
+    def __init__(self, cfg: Any, dims: Any, **parts: Any) -> None:
+        super().__init__(cfg, dims, **parts)
         self.dropout = nn.Dropout(dims.dropout if cfg.dropout is None else cfg.dropout)
         self.classifier = nn.Linear(dims.d_model, cfg.num_labels, bias=cfg.bias)
 
     def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
-        x = pool(hidden, attention_mask, self.cfg.pooling)  # (B, D)
-        if self.pooler is not None:
-            x = ACTIVATIONS[self.cfg.pooler_activation](self.pooler(x))
+        x = self.transform(pool(hidden, attention_mask, self.cfg.pooling))  # (B, D)
         return self.classifier(self.dropout(x))  # (B, num_labels)
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:

@@ -30,16 +30,18 @@ class MLMHead(Head, name="mlm"):
         pooler: bool = param(
             False, "carry BERT's pooler weights, unused by the logits (HF's BigBird MLM has one)"
         )
+        dense_bias: bool = param(True, "a bias on the transform's dense layer")
+        decoder_bias: bool = param(True, "a bias on the decoder (ModernBERT: decoder_bias)")
 
     def __init__(
         self, cfg: Any, dims: Any, *, embedding: Embedding, make_norm: NormFactory, **_: Any
     ) -> None:
         super().__init__(cfg, dims)
         width = embedding.embed_width(embedding.cfg, embedding.dims)
-        self.dense = nn.Linear(dims.d_model, width)
+        self.dense = nn.Linear(dims.d_model, width, bias=cfg.dense_bias)
         self.act = ACTIVATIONS[cfg.activation]
         self.norm = make_norm(dim=width)
-        self.decoder = nn.Linear(width, dims.vocab_size, bias=True)
+        self.decoder = nn.Linear(width, dims.vocab_size, bias=cfg.decoder_bias)
         if cfg.tie:
             self.decoder.weight = embedding.word_weight()
         self.bias = self.decoder.bias  # one parameter, two names: the add fuses into addmm
@@ -47,7 +49,7 @@ class MLMHead(Head, name="mlm"):
 
     def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         h = self.norm(self.act(self.dense(hidden)))
-        return self.decoder(h)  # (B, T, V), decoder bias = self.bias
+        return self.decoder(h)  # (B, T, V), decoder bias = self.bias (or none)
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
         return token_cross_entropy(logits, labels, shift=False)

@@ -8,32 +8,25 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from archzoo.component import param
-from archzoo.interfaces import Head
 
-from ..ffn.activations import ACTIVATIONS
-from .pooling import pool
+from .pooling import PooledHead, PoolerConfig, pool
 
 
-class MultipleChoiceHead(Head, name="multiple_choice", choices=True):
+class MultipleChoiceHead(PooledHead, name="multiple_choice", choices=True):
     """inputs (B, C, T): pool each choice, optional pooler, one logit per choice (B, C)"""
 
     families = ("encoder",)
 
-    class Config:
+    class Config(PoolerConfig):
         pooling: Literal["cls", "mean", "last"] = param(
             "cls", "which vector represents a choice's sequence"
-        )
-        pooler: bool = param(True, "dense + activation on the pooled vector (BERT's pooler)")
-        pooler_activation: Literal["tanh", "relu", "gelu", "gelu_tanh"] = param(
-            "tanh", "the pooler's non-linearity (DistilBERT: relu, ELECTRA: gelu)"
         )
         dropout: float | None = param(
             None, "dropout before the scorer (null: model dropout)", min=0.0, lt=1.0
         )
 
-    def __init__(self, cfg: Any, dims: Any, **_: Any) -> None:
-        super().__init__(cfg, dims)
-        self.pooler = nn.Linear(dims.d_model, dims.d_model) if cfg.pooler else None
+    def __init__(self, cfg: Any, dims: Any, **parts: Any) -> None:
+        super().__init__(cfg, dims, **parts)
         self.dropout = nn.Dropout(dims.dropout if cfg.dropout is None else cfg.dropout)
         self.classifier = nn.Linear(dims.d_model, 1)
 
@@ -41,9 +34,7 @@ class MultipleChoiceHead(Head, name="multiple_choice", choices=True):
         """hidden (B, C, T, D), attention_mask (B, C, T) -> logits (B, C)."""
         B, C = hidden.shape[:2]
         flat_mask = None if attention_mask is None else attention_mask.flatten(0, 1)
-        x = pool(hidden.flatten(0, 1), flat_mask, self.cfg.pooling)  # (B*C, D)
-        if self.pooler is not None:
-            x = ACTIVATIONS[self.cfg.pooler_activation](self.pooler(x))
+        x = self.transform(pool(hidden.flatten(0, 1), flat_mask, self.cfg.pooling))  # (B*C, D)
         return self.classifier(self.dropout(x)).view(B, C)  # (B, C)
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:

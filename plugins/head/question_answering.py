@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from archzoo.interfaces import Head
+from .pooling import PooledHead, TokenPoolerConfig
 
 
-class QuestionAnsweringHead(Head, name="question_answering"):
+class QuestionAnsweringHead(PooledHead, name="question_answering"):
     """span extraction: linear to (start, end) logits per token; labels (B, 2) positions"""
 
-    def __init__(self, cfg: object, dims: object, **_: object) -> None:
-        super().__init__(cfg, dims)
-        self.qa_outputs = nn.Linear(dims.d_model, 2)  # type: ignore[attr-defined]
+    Config = TokenPoolerConfig
+
+    def __init__(self, cfg: Any, dims: Any, **parts: Any) -> None:
+        super().__init__(cfg, dims, **parts)
+        self.qa_outputs = nn.Linear(dims.d_model, 2)
 
     def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> dict[str, Tensor]:
-        start, end = self.qa_outputs(hidden).unbind(-1)  # (B, T) each
+        start, end = self.qa_outputs(self.transform(hidden)).unbind(-1)  # (B, T) each
         return {"start_logits": start, "end_logits": end}
 
     def loss(self, outputs: dict[str, Tensor], labels: Tensor) -> Tensor:

@@ -1,4 +1,5 @@
-"""Per-token classification (NER, tagging): dropout then a linear layer on every position."""
+"""Per-token classification (NER, tagging): optional pooler, dropout, then a linear layer on
+every position."""
 
 from __future__ import annotations
 
@@ -7,15 +8,15 @@ from typing import Any
 from torch import Tensor, nn
 
 from archzoo.component import param
-from archzoo.interfaces import Head
 
 from .losses import token_cross_entropy
+from .pooling import PooledHead, TokenPoolerConfig
 
 
-class TokenClassifierHead(Head, name="token_classifier"):
-    """a label per token: dropout, then linear to num_labels"""
+class TokenClassifierHead(PooledHead, name="token_classifier"):
+    """a label per token: optional pooler, dropout, then linear to num_labels"""
 
-    class Config:
+    class Config(TokenPoolerConfig):
         num_labels: int = param(2, "number of tag classes", min=1, max=1_000_000)
         dropout: float | None = param(
             None,
@@ -26,13 +27,13 @@ class TokenClassifierHead(Head, name="token_classifier"):
         )
         labels: list[str] | None = param(None, "the tag names in index order (HF id2label)")
 
-    def __init__(self, cfg: Any, dims: Any, **_: Any) -> None:
-        super().__init__(cfg, dims)
+    def __init__(self, cfg: Any, dims: Any, **parts: Any) -> None:
+        super().__init__(cfg, dims, **parts)
         self.dropout = nn.Dropout(dims.dropout if cfg.dropout is None else cfg.dropout)
         self.classifier = nn.Linear(dims.d_model, cfg.num_labels)
 
     def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
-        return self.classifier(self.dropout(hidden))  # (B, T, num_labels)
+        return self.classifier(self.dropout(self.transform(hidden)))  # (B, T, num_labels)
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
         return token_cross_entropy(logits, labels, shift=False)
