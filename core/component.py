@@ -23,6 +23,11 @@ def param(default: Any, doc: str, **checks: Any) -> Any:
     return field(default=default, metadata=meta)
 
 
+def dropout_param(doc: str) -> Any:
+    """A dropout-probability field whose null (the default) means the model's `dropout`."""
+    return param(None, doc, min=0.0, lt=1.0, null="dropout")
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a component can do; the validator checks combinations before anything is built."""

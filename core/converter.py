@@ -255,7 +255,8 @@ class Converter:
     tensors: ClassVar[TensorTable | None] = None
     hf_prefix: ClassVar[str] = ""  # HF class names: hf_prefix + task key ("Bert" + "Model")
     tasks: ClassVar[Mapping[str, Task]] = {}  # architecture suffix -> task ("Model": headless)
-    default_task: ClassVar[str] = ""  # without `architectures` and without head tensors
+    # without `architectures` and without head tensors (default: the first task but `Model`)
+    default_task: ClassVar[str] = ""
 
     def __init_subclass__(cls, **declared: str) -> None:
         """Declare the type in the class line: `class X(Converter, model_type="x",
@@ -268,6 +269,9 @@ class Converter:
                     "model_type, hf_prefix, family or default_task"
                 )
             setattr(cls, key, value)
+        if "tasks" in vars(cls) and "default_task" not in vars(cls) and cls.tasks:
+            # the type's own head: the first task but the headless `Model`
+            cls.default_task = next((k for k in cls.tasks if k != "Model"), next(iter(cls.tasks)))
 
     def task_of(self, config: dict[str, Any], tensor_names: Sequence[str] = ()) -> str:
         """The task key: from `architectures`, else from the tensors present."""

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from archzoo.component import Capabilities, param
-from archzoo.converter import Converter
+from archzoo.converter import Converter, Task
 from archzoo.interfaces import Attention, Norm
 from archzoo.plugins.attention.mha import MultiHeadAttention
 from archzoo.plugins.converters.gpt2 import GPT2Converter
@@ -146,3 +146,26 @@ def test_converter_class_line_sets_the_type_attributes():
 
         class Bad(Converter, famliy="decoder"):
             pass
+
+
+def test_default_task_is_the_first_task_but_model_unless_set():
+    lm, mlm = Task(head={"kind": "lm"}), Task(head={"kind": "mlm"})
+
+    class Derived(Converter, model_type="derived"):
+        tasks = {"Model": Task(head={"kind": "none"}), "ForCausalLM": lm, "ForMaskedLM": mlm}
+
+    class Chosen(Derived, model_type="chosen", default_task="ForMaskedLM"):
+        pass
+
+    class Inherits(Chosen, model_type="inherits"):
+        pass
+
+    class OwnTasks(Chosen, model_type="own"):
+        tasks = {"ForMaskedLM": mlm, "ForCausalLM": lm}
+
+    assert [c.default_task for c in (Derived, Chosen, Inherits, OwnTasks)] == [
+        "ForCausalLM",
+        "ForMaskedLM",
+        "ForMaskedLM",
+        "ForMaskedLM",
+    ]

@@ -62,5 +62,4 @@ class BartConverter(Converter, model_type="bart", hf_prefix="Bart", family="enco
         "ForConditionalGeneration": LM_FIXED_BIAS,
         "ForQuestionAnswering": QUESTION_ANSWERING,  # on the decoder's states
     }
-    default_task = "ForConditionalGeneration"
     tensors = table(BART_TENSORS, prefixes=("model.", ""), stacks=BART_STACKS)

@@ -67,7 +67,6 @@ class BertConverter(Converter, model_type="bert", hf_prefix="Bert", family="enco
             "cls.predictions.", "transform.dense", "transform.LayerNorm", mlm_activation("gelu")
         ),
     )
-    default_task = "ForMaskedLM"
     tensors = table(
         BERT_EMBEDDINGS + LAYERS,
         prefixes=("bert.", ""),

@@ -33,7 +33,6 @@ class BloomConverter(Converter, model_type="bloom", hf_prefix="Bloom", family="d
         *PAD,
     )
     tasks = decoder_tasks("ForCausalLM", lm_task(True))
-    default_task = "ForCausalLM"
     tensors = table(
         """
         word_embeddings                         WORD

@@ -44,7 +44,6 @@ class CTRLConverter(Converter, model_type="ctrl", hf_prefix="CTRL", family="deco
         "classifier  CLASSIFIER",
         labels=True,
     )
-    default_task = "LMHeadModel"
     tensors = table(
         """
         w                                   WORD

@@ -79,7 +79,6 @@ class DeepseekV3Converter(
         *PAD,
     )
     tasks = decoder_tasks("ForCausalLM", lm_task(False), token="score")
-    default_task = "ForCausalLM"
     tensors = table(
         MLA_TENSORS + MLP_TENSORS + MOE_TENSORS,
         prefixes=("model.", ""),

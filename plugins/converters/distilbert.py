@@ -67,7 +67,6 @@ class DistilBertConverter(
             fields=SEQ_DROPOUT,
         ),
     }
-    default_task = "ForMaskedLM"
     tensors = table(
         f"""
         embeddings.word_embeddings          WORD

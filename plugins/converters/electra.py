@@ -60,7 +60,6 @@ class ElectraConverter(BertConverter, model_type="electra", hf_prefix="Electra")
             fields=(Field("summary_activation", "head.pooler_activation", "gelu", ACTIVATION),),
         ),
     }
-    default_task = "ForPreTraining"
     tensors = table(
         BERT_EMBEDDINGS + "embeddings_project  EMBED_PROJECT\n" + LAYERS,
         prefixes=("electra.", ""),

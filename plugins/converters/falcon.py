@@ -67,7 +67,6 @@ class FalconConverter(Converter, model_type="falcon", hf_prefix="Falcon", family
         *PAD,
     )
     tasks = decoder_tasks("ForCausalLM", lm_task(True))
-    default_task = "ForCausalLM"
     tensors = table(LAYERS + ONE_NORM, prefixes=PREFIXES, ignore=BUFFERS)
     two_norm_tensors = table(LAYERS + TWO_NORMS, prefixes=PREFIXES, ignore=BUFFERS)
 

@@ -35,7 +35,6 @@ class GPT2Converter(Converter, model_type="gpt2", hf_prefix="GPT2", family="deco
         *PAD,
     )
     tasks = decoder_tasks("LMHeadModel", lm_task(True))
-    default_task = "LMHeadModel"
     tensors = table(
         GPT2_TABLES_AND_NORMS
         + """

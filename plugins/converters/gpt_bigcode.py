@@ -63,5 +63,4 @@ class GPTBigCodeConverter(
         ),
     )
     tasks = decoder_tasks("ForCausalLM", lm_task(True))
-    default_task = "ForCausalLM"
     tensors = replace(BASE_TABLE, rules=BASE_TABLE.rules + QKV_RULES)

@@ -55,7 +55,6 @@ class GPTNeoConverter(Converter, model_type="gpt_neo", hf_prefix="GPTNeo", famil
         *PAD,
     )
     tasks = decoder_tasks("ForCausalLM", lm_task(True))
-    default_task = "ForCausalLM"
     tensors = table(
         GPT2_TABLES_AND_NORMS
         + """

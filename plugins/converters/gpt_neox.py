@@ -34,7 +34,6 @@ class GPTNeoXConverter(Converter, model_type="gpt_neox", hf_prefix="GPTNeoX", fa
         *PAD,
     )
     tasks = decoder_tasks("ForCausalLM", lm_task(False, "embed_out  LM_PROJ"))
-    default_task = "ForCausalLM"
     tensors = table(
         """
         embed_in                                    WORD

@@ -39,7 +39,6 @@ class GPTJConverter(Converter, model_type="gptj", hf_prefix="GPTJ", family="deco
         *PAD,
     )
     tasks = decoder_tasks("ForCausalLM", LM)
-    default_task = "ForCausalLM"
     tensors = table(
         """
         wte                                 WORD

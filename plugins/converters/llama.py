@@ -47,7 +47,6 @@ class LlamaConverter(Converter, model_type="llama", hf_prefix="Llama", family="d
         *PAD,
     )
     tasks = decoder_tasks("ForCausalLM", lm_task(False), token="score")
-    default_task = "ForCausalLM"
     tensors = table(
         ATTENTION_TENSORS + MLP_TENSORS,
         prefixes=("model.", "transformer.", ""),  # transformer.: ...ForQuestionAnswering

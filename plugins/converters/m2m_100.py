@@ -23,7 +23,6 @@ class M2M100Converter(
     )
     fields = BART_FIELDS
     tasks = {"Model": HEADLESS, "ForConditionalGeneration": lm_task(True)}
-    default_task = "ForConditionalGeneration"
     tensors = table(BART_TENSORS, prefixes=("model.", ""), stacks=BART_STACKS)
 
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:

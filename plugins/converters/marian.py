@@ -69,7 +69,6 @@ class MarianConverter(
     )
     fields = BART_FIELDS
     tasks = {"Model": HEADLESS, "MTModel": LM_FIXED_BIAS}
-    default_task = "MTModel"
     # the sinusoidal table is saved as a frozen weight; archzoo computes it
     tensors = table(
         BART_TENSORS,

@@ -22,5 +22,4 @@ class MBartConverter(Converter, model_type="mbart", hf_prefix="MBart", family="e
         "ForConditionalGeneration": LM_FIXED_BIAS,
         "ForQuestionAnswering": QUESTION_ANSWERING,
     }
-    default_task = "ForConditionalGeneration"
     tensors = table(BART_TENSORS, prefixes=("model.", ""), stacks=BART_STACKS)

@@ -42,7 +42,6 @@ class MptConverter(Converter, model_type="mpt", hf_prefix="Mpt", family="decoder
         *PAD,
     )
     tasks = decoder_tasks("ForCausalLM", lm_task(True))
-    default_task = "ForCausalLM"
     tensors = table(
         """
         wte                                     WORD

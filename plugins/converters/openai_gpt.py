@@ -38,7 +38,6 @@ class OpenAIGPTConverter(
             labels=True,
         ),
     }
-    default_task = "LMHeadModel"
     tensors = table(
         """
         tokens_embed            WORD

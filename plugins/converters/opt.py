@@ -47,7 +47,6 @@ class OPTConverter(Converter, model_type="opt", hf_prefix="OPT", family="decoder
         # HF's base model ends with project_out when the table is narrower
         "Model": task("kind: none", base="decoder.project_out  LM_DOWN"),
     }
-    default_task = "ForCausalLM"
     tensors = table(
         """
         decoder.embed_tokens                WORD

@@ -18,4 +18,3 @@ class PegasusConverter(MarianConverter, model_type="pegasus", hf_prefix="Pegasus
         "attention: {kind: mha, fused_qkv: false, bias: true}",
     )
     tasks = {"Model": HEADLESS, "ForConditionalGeneration": LM_FIXED_BIAS}
-    default_task = "ForConditionalGeneration"

@@ -54,7 +54,6 @@ class T5Converter(Converter, model_type="t5", hf_prefix="T5", family="encoder-de
         ),
         "ForQuestionAnswering": QUESTION_ANSWERING,  # on the decoder's states
     }
-    default_task = "ForConditionalGeneration"
     tensors = table(
         """
         shared|{s}.embed_tokens                             WORD    # one table, both stacks

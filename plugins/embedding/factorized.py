@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from torch import Tensor, nn
 
-from archzoo.component import param
+from archzoo.component import dropout_param, param
 from archzoo.interfaces import Dims, NormFactory
 
 from .token import TokenEmbedding
@@ -27,13 +27,7 @@ class FactorizedEmbedding(TokenEmbedding, name="factorized"):
         )
         scale: bool = param(False, "multiply token vectors by sqrt(embedding_size)")
         norm: bool = param(False, "normalise the summed E-wide embeddings (ALBERT)")
-        dropout: float | None = param(
-            None,
-            "dropout before the projection (null: model dropout)",
-            min=0.0,
-            lt=1.0,
-            null="dropout",
-        )
+        dropout: float | None = dropout_param("dropout before the projection (null: model dropout)")
         project_bias: bool = param(True, "a bias on the E -> d_model projection (OPT: none)")
         positions: Literal["before", "after"] = param(
             "before", "positions join the E-wide sum (ALBERT) or the projected d_model one (OPT)"

@@ -6,7 +6,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from archzoo.component import param
+from archzoo.component import dropout_param, param
 from archzoo.interfaces import Embedding, NormFactory
 
 
@@ -19,9 +19,7 @@ class TokenEmbedding(Embedding, name="token"):
         )
         scale: bool = param(False, "multiply token vectors by sqrt(d_model) (Vaswani et al.)")
         norm: bool = param(False, "normalise the summed embeddings (BERT)")
-        dropout: float | None = param(
-            None, "dropout on the output (null: model dropout)", min=0.0, lt=1.0, null="dropout"
-        )
+        dropout: float | None = dropout_param("dropout on the output (null: model dropout)")
 
     def __init__(self, cfg: Any, dims: Any, *, make_norm: NormFactory) -> None:
         super().__init__(cfg, dims)

@@ -7,7 +7,7 @@ from typing import Any, Literal
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from archzoo.component import param
+from archzoo.component import dropout_param, param
 
 from .pooling import PooledHead, PoolerConfig, pool
 
@@ -22,13 +22,7 @@ class ClassifierHead(PooledHead, name="classifier"):
         pooling: Literal["cls", "mean", "last"] = param(
             "cls", "which vector represents the sequence"
         )
-        dropout: float | None = param(
-            None,
-            "dropout before the classifier (null: model dropout)",
-            min=0.0,
-            lt=1.0,
-            null="dropout",
-        )
+        dropout: float | None = dropout_param("dropout before the classifier (null: model dropout)")
         bias: bool = param(True, "a bias on the classifier (decoder `score` layers have none)")
         problem_type: Literal[
             "auto", "regression", "single_label_classification", "multi_label_classification"

@@ -7,7 +7,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from archzoo.component import param
+from archzoo.component import dropout_param, param
 
 from .losses import token_cross_entropy
 from .pooling import PooledHead, TokenPoolerConfig
@@ -18,13 +18,7 @@ class TokenClassifierHead(PooledHead, name="token_classifier"):
 
     class Config(TokenPoolerConfig):
         num_labels: int = param(2, "number of tag classes", min=1, max=1_000_000)
-        dropout: float | None = param(
-            None,
-            "dropout before the classifier (null: model dropout)",
-            min=0.0,
-            lt=1.0,
-            null="dropout",
-        )
+        dropout: float | None = dropout_param("dropout before the classifier (null: model dropout)")
         labels: list[str] | None = param(None, "the tag names in index order (HF id2label)")
 
     def __init__(self, cfg: Any, dims: Any, **parts: Any) -> None:

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import Tensor, nn
 
 from archzoo.component import param
-from archzoo.interfaces import Norm
+
+from .scaled import ScaledNorm
 
 
-class RMSNorm(Norm, name="rmsnorm"):
+class RMSNorm(ScaledNorm, name="rmsnorm"):
     """RMSNorm: divide by the root mean square (computed in fp32), then scale"""
 
     class Config:
@@ -20,21 +19,11 @@ class RMSNorm(Norm, name="rmsnorm"):
             0.0, "scale by (offset + weight), in fp32; Gemma stores weight = scale - 1 (offset 1)"
         )
 
-    def __init__(
-        self,
-        cfg: Any,
-        dims: Any,
-        dim: int | None = None,
-        *,
-        heads: int | None = None,
-        bias: bool | None = None,
-    ) -> None:
-        """`heads`: a scale per head for (B, heads, T, dim) input; `bias` must not be true."""
-        super().__init__(cfg, dims)
+    def shifts(self, bias: bool | None) -> bool:
+        """Never: RMSNorm has no shift."""
         if bias:
             raise ValueError("rmsnorm has no bias (a shift); use layernorm")
-        dim = dim or dims.d_model
-        self.weight = nn.Parameter(torch.ones((dim,) if heads is None else (heads, dim)))
+        return False
 
     def init_weights(self, std: float) -> None:
         """A unit scale: weight 1 - offset."""
