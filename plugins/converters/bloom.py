@@ -6,7 +6,7 @@ from typing import Any
 
 from archzoo.converter import Converter, parse_fields, spec_parts
 
-from .common import PAD, decoder_tasks, lm_task, megatron_layer, table
+from .common import PAD, TIED_CAUSAL_LM, megatron_layer, table
 
 
 class BloomConverter(Converter, model_type="bloom", hf_prefix="Bloom", family="decoder"):
@@ -32,7 +32,7 @@ class BloomConverter(Converter, model_type="bloom", hf_prefix="Bloom", family="d
         ),
         *PAD,
     )
-    tasks = decoder_tasks("ForCausalLM", lm_task(True))
+    tasks = TIED_CAUSAL_LM
     tensors = table(
         """
         word_embeddings                         WORD

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from archzoo.converter import Field, Task, Values, parse_fields, spec_parts
@@ -24,6 +25,12 @@ ACTIVATION = Values(
         "swish": "silu",
     }
 )
+
+
+def with_defaults(fields: Iterable[Field], **defaults: Any) -> tuple[Field, ...]:
+    """A related type's fields with other defaults for the HF keys named."""
+    return tuple(replace(f, default=defaults[f.hf]) if f.hf in defaults else f for f in fields)
+
 
 # The size keys most HF types spell the same way (BERT, Llama, NeoX, ALBERT).
 SIZES = parse_fields(
@@ -83,6 +90,10 @@ def decoder_tasks(lm_key: str, lm: Task, token: str = "classifier") -> dict[str,
         ),
         "ForQuestionAnswering": QUESTION_ANSWERING,
     }
+
+
+# the tasks of the decoder types whose LM head is tied by default (BLOOM, Falcon, GPT-Neo, ...)
+TIED_CAUSAL_LM = decoder_tasks("ForCausalLM", lm_task(True))
 
 
 def encoder_tasks(pooler: str, mlm: Task, sequence: Task | None = None) -> dict[str, Task]:

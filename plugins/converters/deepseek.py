@@ -9,7 +9,7 @@ from typing import Any
 from archzoo.converter import parse_fields, spec_parts
 
 from .common import PAD, SIZES, decoder_tasks, lm_task, table
-from .experts import PerExpert
+from .experts import GATE_UP_DOWN_PROJ
 from .llama import MLP_TENSORS, ROTARY_BUFFER, LlamaConverter
 from .mixtral import ExpertsConverter
 from .rope import rope_parameters
@@ -42,11 +42,7 @@ class DeepseekV3Converter(
     ExpertsConverter, LlamaConverter, model_type="deepseek_v3", hf_prefix="DeepseekV3"
 ):
     requires = {"hidden_act": "silu"}
-    per_expert = PerExpert(
-        "mlp.experts.{e}.gate_proj.weight",
-        "mlp.experts.{e}.up_proj.weight",
-        "mlp.experts.{e}.down_proj.weight",
-    )
+    per_expert = GATE_UP_DOWN_PROJ
     fixed = spec_parts(
         "dropout: 0.0, embedding: token, block: pre_ln, norm: rmsnorm",
         "attention: {kind: mla}",

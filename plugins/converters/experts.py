@@ -29,6 +29,11 @@ class PerExpert:
     up: str
     down: str
 
+    @classmethod
+    def under(cls, expert: str, gate: str, up: str, down: str) -> PerExpert:
+        """The weights of modules `gate`, `up`, `down` under `expert` (holding `{e}`)."""
+        return cls(f"{expert}.{gate}.weight", f"{expert}.{up}.weight", f"{expert}.{down}.weight")
+
     def stack(self, src: TensorSource, prefix: str) -> None:
         """Add fused (E, 2F, D) / (E, D, F) tensors for every layer that has per-expert ones."""
         pattern = re.compile(re.escape(prefix) + r"layers\.(\d+)\." + _regex(self.down) + "$")
@@ -62,6 +67,10 @@ class PerExpert:
             else:
                 out[name] = t
         return out
+
+
+# Qwen3-MoE's and DeepSeek-V3's per-expert names
+GATE_UP_DOWN_PROJ = PerExpert.under("mlp.experts.{e}", "gate_proj", "up_proj", "down_proj")
 
 
 def _regex(template: str) -> str:

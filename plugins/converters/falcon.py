@@ -20,7 +20,7 @@ from archzoo.converter import (
 )
 from archzoo.hf_tensors import ZooNames
 
-from .common import ACTIVATION, PAD, decoder_tasks, lm_task, table
+from .common import ACTIVATION, PAD, TIED_CAUSAL_LM, table
 from .rope import rope_parameters
 
 LAYERS = """
@@ -66,7 +66,7 @@ class FalconConverter(Converter, model_type="falcon", hf_prefix="Falcon", family
         Field("ffn_hidden_size", "d_ff", lambda c: 4 * get(c, "hidden_size|n_embed")),
         *PAD,
     )
-    tasks = decoder_tasks("ForCausalLM", lm_task(True))
+    tasks = TIED_CAUSAL_LM
     tensors = table(LAYERS + ONE_NORM, prefixes=PREFIXES, ignore=BUFFERS)
     two_norm_tensors = table(LAYERS + TWO_NORMS, prefixes=PREFIXES, ignore=BUFFERS)
 

@@ -11,7 +11,7 @@ from archzoo.hf_tensors import PARAMS, Rule
 from archzoo.hf_transforms import HeadsInterleaved, Tensors, Transform
 
 from . import paths
-from .common import ACTIVATION, GPT2_TABLES_AND_NORMS, decoder_tasks, lm_task, table
+from .common import ACTIVATION, GPT2_TABLES_AND_NORMS, TIED_CAUSAL_LM, table
 from .gpt2 import GPT2Converter
 
 
@@ -62,5 +62,5 @@ class GPTBigCodeConverter(
             MQA=Values({True: 1, False: None}),  # one key/value head, or one per query head
         ),
     )
-    tasks = decoder_tasks("ForCausalLM", lm_task(True))
+    tasks = TIED_CAUSAL_LM
     tensors = replace(BASE_TABLE, rules=BASE_TABLE.rules + QKV_RULES)

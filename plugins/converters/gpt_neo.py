@@ -9,7 +9,7 @@ from typing import Any
 from archzoo.converter import ConversionError, Converter, Field, get, parse_fields, spec_parts
 from archzoo.plan import layer_components, stack_config
 
-from .common import ACTIVATION, GPT2_TABLES_AND_NORMS, PAD, decoder_tasks, lm_task, table
+from .common import ACTIVATION, GPT2_TABLES_AND_NORMS, PAD, TIED_CAUSAL_LM, table
 
 # q/k/v without bias, out_proj with bias, no 1/sqrt(head_dim) scaling of the scores
 PROJECTIONS = {"fused_qkv": False, "bias": False, "out_bias": True, "scale": 1.0}
@@ -54,7 +54,7 @@ class GPTNeoConverter(Converter, model_type="gpt_neo", hf_prefix="GPTNeo", famil
         Field("intermediate_size", "d_ff", lambda c: 4 * c["hidden_size"]),
         *PAD,
     )
-    tasks = decoder_tasks("ForCausalLM", lm_task(True))
+    tasks = TIED_CAUSAL_LM
     tensors = table(
         GPT2_TABLES_AND_NORMS
         + """

@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.converter import Converter, Field, get, parse_fields, spec_parts
+from archzoo.converter import Converter, get, spec_parts
 
-from .common import ACTIVATION, PAD, decoder_tasks, table, task, tie
+from .common import decoder_tasks, table, task, tie, with_defaults
+from .gpt2 import GPT2Converter
 
 LM = task("kind: lm, bias: true", "lm_head  LM_PROJ", fields=(tie(False),))
 
@@ -19,24 +20,12 @@ class GPTJConverter(Converter, model_type="gptj", hf_prefix="GPTJ", family="deco
         "embedding: token, block: {kind: parallel, shared_norm: true}, norm: layernorm, ffn: mlp",
         "attention: {kind: mha, fused_qkv: false, bias: false, out_bias: false}",
     )
-    fields = (
-        *parse_fields(
-            """
-            vocab_size              vocab_size
-            n_embd                  d_model
-            n_layer                 n_layers
-            n_head                  n_heads
-            n_positions             max_len             2048
-            resid_pdrop             dropout             0.0
-            attn_pdrop              attention_dropout   0.0
-            embd_pdrop              embedding.dropout   0.0
-            layer_norm_epsilon      norm.eps            1e-5
-            activation_function     ffn.activation      gelu_new    ACTIVATION
-            """,
-            ACTIVATION=ACTIVATION,
-        ),
-        Field("n_inner", "d_ff", lambda c: 4 * c["n_embd"]),
-        *PAD,
+    fields = with_defaults(  # GPT-2's keys and defaults but these, and no score-scale switch
+        (f for f in GPT2Converter.fields if f.hf != "scale_attn_weights"),
+        n_positions=2048,
+        resid_pdrop=0.0,
+        attn_pdrop=0.0,
+        embd_pdrop=0.0,
     )
     tasks = decoder_tasks("ForCausalLM", LM)
     tensors = table(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.converter import TensorSource, parse_fields
+from archzoo.converter import Field, TensorSource, parse_fields, spec_parts
 from archzoo.hf_tensors import ZooNames
 
 from .common import LM_HEAD, table
@@ -31,9 +31,21 @@ MOE_FIELDS = parse_fields(
 )
 
 
+# the routed SwiGLU experts of Mixtral and Qwen3-MoE
+SWIGLU_EXPERTS = spec_parts(
+    "ffn: {kind: moe, expert: glu, activation: swiglu, router: softmax_topk}"
+)
+
+
 def without_ffn_bias(fields: tuple) -> tuple:
     """A dense converter's fields less `mlp_bias -> ffn.bias` (experts have no bias switch)."""
     return tuple(f for f in fields if "ffn.bias" not in f.paths)
+
+
+def moe_fields(dense: tuple[Field, ...], own: str) -> tuple[Field, ...]:
+    """A dense type's fields for its MoE variant: less the FFN bias switch, plus the expert
+    count and top-k, plus the variant's `own` table (parse_fields text)."""
+    return (*without_ffn_bias(dense), *MOE_FIELDS, *parse_fields(own))
 
 
 def aux_loss_coef(spec: dict[str, Any], config: dict[str, Any]) -> None:
@@ -66,24 +78,9 @@ class ExpertsConverter:
 
 
 class MixtralConverter(ExpertsConverter, MistralConverter, model_type="mixtral"):
-    per_expert = PerExpert(
-        "block_sparse_moe.experts.{e}.w1.weight",
-        "block_sparse_moe.experts.{e}.w3.weight",
-        "block_sparse_moe.experts.{e}.w2.weight",
-    )
-    fixed = {
-        **LlamaConverter.fixed,
-        "ffn": {"kind": "moe", "expert": "glu", "activation": "swiglu", "router": "softmax_topk"},
-    }
-    fields = (
-        *without_ffn_bias(MistralConverter.fields),
-        *MOE_FIELDS,
-        *parse_fields(
-            """
-            router_jitter_noise         ffn.jitter          0.0
-            """
-        ),
-    )
+    per_expert = PerExpert.under("block_sparse_moe.experts.{e}", "w1", "w3", "w2")
+    fixed = {**LlamaConverter.fixed, **SWIGLU_EXPERTS}
+    fields = moe_fields(MistralConverter.fields, "router_jitter_noise  ffn.jitter  0.0")
     tensors = table(ATTENTION_TENSORS + MOE_TENSORS, LM_HEAD, prefixes=("model.", ""))
 
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:

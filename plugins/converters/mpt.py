@@ -7,7 +7,7 @@ from typing import Any
 
 from archzoo.converter import ConversionError, Converter, parse_fields, spec_parts
 
-from .common import PAD, decoder_tasks, lm_task, table
+from .common import PAD, TIED_CAUSAL_LM, table
 
 # attn_config keys transformers' MPT cannot honour, with the only value it runs
 UNSUPPORTED_ATTENTION = {
@@ -41,7 +41,7 @@ class MptConverter(Converter, model_type="mpt", hf_prefix="Mpt", family="decoder
         ),
         *PAD,
     )
-    tasks = decoder_tasks("ForCausalLM", lm_task(True))
+    tasks = TIED_CAUSAL_LM
     tensors = table(
         """
         wte                                     WORD

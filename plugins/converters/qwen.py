@@ -5,19 +5,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.converter import ConversionError, parse_fields, spec_parts
+from archzoo.converter import spec_parts
 from archzoo.plan import layer_components, stack_config
 
 from .common import LM_HEAD, table
-from .experts import PerExpert
+from .experts import GATE_UP_DOWN_PROJ
 from .llama import ATTENTION_TENSORS, MLP_TENSORS, LlamaConverter
 from .mixtral import (
-    MOE_FIELDS,
     MOE_TENSORS,
+    SWIGLU_EXPERTS,
     ExpertsConverter,
     aux_loss_coef,
     aux_loss_config,
-    without_ffn_bias,
+    moe_fields,
 )
 
 QK_NORM_TENSORS = """
@@ -25,31 +25,22 @@ QK_NORM_TENSORS = """
 """
 
 
-def refuse_sliding_window(config: dict[str, Any]) -> None:
-    if config.get("use_sliding_window"):
-        raise ConversionError(
-            "config.json use_sliding_window=true is not supported for Qwen (layers from "
-            "max_window_layers on would need a window); only full attention"
-        )
+class FullAttentionQwen(LlamaConverter):
+    """Qwen's rule for every version: full attention only (with use_sliding_window, layers
+    from max_window_layers on would need a window); export writes it so."""
+
+    requires = {**LlamaConverter.requires, "use_sliding_window": False}
 
 
-class Qwen2Converter(LlamaConverter, model_type="qwen2"):
+class Qwen2Converter(FullAttentionQwen, model_type="qwen2"):
     fixed = {
         **LlamaConverter.fixed,
         **spec_parts("attention: {kind: mha, fused_qkv: false, bias: true, out_bias: false}"),
     }
     fields = tuple(f for f in LlamaConverter.fields if f.hf != "attention_bias")
 
-    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
-        refuse_sliding_window(config)
-        super().adjust(spec, config)
 
-    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
-        super().adjust_config(config, spec)
-        config["use_sliding_window"] = False
-
-
-class Qwen3Converter(LlamaConverter, model_type="qwen3"):
+class Qwen3Converter(FullAttentionQwen, model_type="qwen3"):
     fixed = {
         **LlamaConverter.fixed,
         **spec_parts("attention: {kind: mha, fused_qkv: false, qk_norm: head}"),
@@ -58,34 +49,16 @@ class Qwen3Converter(LlamaConverter, model_type="qwen3"):
         ATTENTION_TENSORS + MLP_TENSORS + QK_NORM_TENSORS, LM_HEAD, prefixes=("model.", "")
     )
 
-    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
-        refuse_sliding_window(config)
-        super().adjust(spec, config)
-
-    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
-        super().adjust_config(config, spec)
-        config["use_sliding_window"] = False
-
 
 class Qwen3MoeConverter(ExpertsConverter, Qwen3Converter, model_type="qwen3_moe"):
-    per_expert = PerExpert(
-        "mlp.experts.{e}.gate_proj.weight",
-        "mlp.experts.{e}.up_proj.weight",
-        "mlp.experts.{e}.down_proj.weight",
-    )
-    fixed = {
-        **Qwen3Converter.fixed,
-        "ffn": {"kind": "moe", "expert": "glu", "activation": "swiglu", "router": "softmax_topk"},
-    }
-    fields = (
-        *without_ffn_bias(LlamaConverter.fields),
-        *MOE_FIELDS,
-        *parse_fields(
-            """
-            moe_intermediate_size       ffn.d_expert
-            norm_topk_prob              ffn.normalize       False
-            """
-        ),
+    per_expert = GATE_UP_DOWN_PROJ
+    fixed = {**Qwen3Converter.fixed, **SWIGLU_EXPERTS}
+    fields = moe_fields(
+        LlamaConverter.fields,
+        """
+        moe_intermediate_size       ffn.d_expert
+        norm_topk_prob              ffn.normalize       False
+        """,
     )
     tensors = table(
         ATTENTION_TENSORS + MLP_TENSORS + QK_NORM_TENSORS + MOE_TENSORS,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from archzoo.converter import Converter, Field, Values, get, parse_fields, spec_parts
+from archzoo.hf_tensors import TensorTable
 
 from .common import HEADLESS, QUESTION_ANSWERING, lm_task, table, task
 
@@ -15,6 +16,24 @@ FFN = Values(
         "gated-silu": {"kind": "glu", "activation": "swiglu", "bias": False},
     }
 )
+
+
+def t5_table(position: str) -> TensorTable:
+    """T5's tensors (both stacks), with `position` the rule of its relative bias table(s)."""
+    return table(
+        "shared|{s}.embed_tokens                             WORD    # one table, both stacks\n"
+        + position
+        + """
+        {s}.block.{i}.layer.0.SelfAttention.(q,k,v,o)       Q,K,V,ATTN_OUT
+        {s}.block.{i}.layer.1.EncDecAttention.(q,k,v,o)     CROSS_Q,CROSS_K,CROSS_V,CROSS_OUT
+        {s}.block.{i}.layer.(0,1,{ffn}).layer_norm          ATTN_NORM,CROSS_NORM,FFN_NORM
+        {s}.block.{i}.layer.{ffn}.DenseReluDense.(wi,wo)    FC_IN,FC_OUT    # relu
+        {s}.block.{i}.layer.{ffn}.DenseReluDense.(wi_0,wi_1,wo)     GATE,UP,DOWN    # gated
+        {s}.final_layer_norm                                FINAL_NORM
+        """,
+        prefixes=("transformer.", ""),  # transformer.: ...ForTokenClassification
+        stacks={"encoder": {"s": "encoder", "ffn": "1"}, "decoder": {"s": "decoder", "ffn": "2"}},
+    )
 
 
 class T5Converter(Converter, model_type="t5", hf_prefix="T5", family="encoder-decoder"):
@@ -54,20 +73,7 @@ class T5Converter(Converter, model_type="t5", hf_prefix="T5", family="encoder-de
         ),
         "ForQuestionAnswering": QUESTION_ANSWERING,  # on the decoder's states
     }
-    tensors = table(
-        """
-        shared|{s}.embed_tokens                             WORD    # one table, both stacks
-        {s}.block.0.layer.0.SelfAttention.relative_attention_bias   POSITION
-        {s}.block.{i}.layer.0.SelfAttention.(q,k,v,o)       Q,K,V,ATTN_OUT
-        {s}.block.{i}.layer.1.EncDecAttention.(q,k,v,o)     CROSS_Q,CROSS_K,CROSS_V,CROSS_OUT
-        {s}.block.{i}.layer.(0,1,{ffn}).layer_norm          ATTN_NORM,CROSS_NORM,FFN_NORM
-        {s}.block.{i}.layer.{ffn}.DenseReluDense.(wi,wo)    FC_IN,FC_OUT    # relu
-        {s}.block.{i}.layer.{ffn}.DenseReluDense.(wi_0,wi_1,wo)     GATE,UP,DOWN    # gated
-        {s}.final_layer_norm                                FINAL_NORM
-        """,
-        prefixes=("transformer.", ""),  # transformer.: ...ForTokenClassification
-        stacks={"encoder": {"s": "encoder", "ffn": "1"}, "decoder": {"s": "decoder", "ffn": "2"}},
-    )
+    tensors = t5_table("{s}.block.0.layer.0.SelfAttention.relative_attention_bias  POSITION")
 
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
         """The tied LM head rescales by d_model^-0.5 unless config.json says otherwise."""
