@@ -302,12 +302,24 @@ class Converter:
         base = any(p and n.startswith(p) for p in self.tensors.prefixes for n in names)
         return self.default_task if base or "Model" not in self.tasks else "Model"
 
-    def task_table(self, task: str) -> TensorTable:
-        """The tensor table of one task: the base rules plus its head's."""
+    def base_table(self, spec: Mapping[str, Any] | None = None) -> TensorTable:
+        """The base tensor table for a model of `spec` (a type whose tensor names depend on
+        the architecture picks them here); `tensors` by default."""
         assert self.tensors is not None
+        return self.tensors
+
+    def task_table(self, task: str, spec: Mapping[str, Any] | None = None) -> TensorTable:
+        """The tensor table of one task: the base rules (for `spec`) plus its head's."""
+        base = self.base_table(spec)
         if task not in self.tasks:
-            return self.tensors
-        return _replace(self.tensors, rules=self.tensors.rules + self.tasks[task].rules)
+            return base
+        return _replace(base, rules=base.rules + self.tasks[task].rules)
+
+    def export_prefix(self, task: str | None = None) -> str:
+        """The prefix an export writes under: none for the headless `Model`, else the first
+        base prefix."""
+        assert self.tensors is not None
+        return "" if (task or self.default_task) == "Model" else self.tensors.prefixes[0]
 
     def to_spec(self, config: dict[str, Any], tensor_names: Sequence[str] = ()) -> dict[str, Any]:
         """The archzoo spec (as a dict) equivalent to an HF config.json (and its tensors)."""
@@ -387,7 +399,7 @@ class Converter:
         """archzoo tensors for a model with `names`, read from `src` through the table."""
         if self.tensors is None:
             return self.convert(src, config)
-        return self.task_table(self.task_of(config, src.names())).to_zoo(src, names, ctx)
+        return self.task_table(self.task_of(config, src.names()), ctx).to_zoo(src, names, ctx)
 
     def export_state(
         self,
@@ -402,9 +414,8 @@ class Converter:
         if self.tensors is None:
             raise NotImplementedError(f"{type(self).__name__} has no tensor table to export")
         task = task or self.default_task
-        if prefix is None:
-            prefix = "" if task == "Model" else self.tensors.prefixes[0]
-        return self.task_table(task).to_hf(state, names, ctx, prefix)
+        prefix = self.export_prefix(task) if prefix is None else prefix
+        return self.task_table(task, ctx).to_hf(state, names, ctx, prefix)
 
     def convert(self, src: TensorSource, config: dict[str, Any]) -> dict[str, Tensor]:
         """Legacy entry (no table): archzoo state-dict entries from HF tensors."""

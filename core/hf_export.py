@@ -167,7 +167,7 @@ def _hf_tensors(
     prefixes = converter.tensors.prefixes
 
     def hits(prefix: str) -> int:
-        expanded = converter.task_table(task).expand(names, prefix)
+        expanded = converter.task_table(task, model.spec.data).expand(names, prefix)
         return sum(h.split("|")[0] in keys for _, hf, _ in expanded for h in hf)
 
     prefix = max(prefixes, key=hits)

@@ -151,7 +151,7 @@ def pattern_key_count(pattern: SparsePattern, length: int, *, causal: bool) -> f
 # ---------------------------------------------------------------- execution paths
 
 
-def dense_attention(
+def sparse_attention(
     q: Tensor,
     k: Tensor,
     v: Tensor,
@@ -159,64 +159,63 @@ def dense_attention(
     *,
     causal: bool,
     key_padding: Tensor | None = None,
-    scale: float | None = None,
-    dropout_p: float = 0.0,
-    softcap: float | None = None,
+    **options: Any,
 ) -> Tensor:
-    """Reference: the full masked computation. q (B, H, Tq, hd), k/v (B, Hkv, Tk, hd)."""
+    """A pattern under causal and padding factors, run by `attend` (its `impl`, `scale`,
+    `dropout_p`, `global_qkv`, `sinks`, `softcap` options). q (B, H, Tq, hd), k/v (B, Hkv,
+    Tk, hd) -> (B, H, Tq, hd)."""
     mask = pattern_mask(pattern, q, k, causal=causal, key_padding=key_padding)
-    return mask_sdpa(q, k, v, mask, scale=scale, dropout_p=dropout_p, softcap=softcap)
+    return attend(q, k, v, mask, **options)
+
+
+def dense_attention(q: Tensor, k: Tensor, v: Tensor, p: SparsePattern, **options: Any) -> Tensor:
+    """Reference: the full masked computation (`sparse_attention` on the dense path)."""
+    return sparse_attention(q, k, v, p, impl="dense", **options)
+
+
+def blocked_attention(q: Tensor, k: Tensor, v: Tensor, p: SparsePattern, **options: Any) -> Tensor:
+    """Block-gathered attention in O(n * w) (`sparse_attention` on the blocked path)."""
+    return sparse_attention(q, k, v, p, impl="blocked", **options)
+
+
+def flex_attention(q: Tensor, k: Tensor, v: Tensor, p: SparsePattern, **options: Any) -> Tensor:
+    """FlexAttention with a block mask from the pattern's predicate (no dropout)."""
+    return sparse_attention(q, k, v, p, impl="flex", **options)
 
 
 def _rows_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    rows: Tensor,
-    *,
-    causal: bool,
-    key_padding: Tensor | None,
-    scale: float | None,
-    dropout_p: float,
-    sinks: Tensor | None = None,
-    softcap: float | None = None,
+    q: Tensor, k: Tensor, v: Tensor, rows: Tensor, mask: AttentionMask, **scoring: Any
 ) -> Tensor:
-    """Global query rows (B, G) (-1: none), which see every key: (B, H, G, hd)."""
+    """Global query rows (B, G) (-1: none), which see every key the mask's causal and padding
+    factors allow: (B, H, G, hd). `scoring`: masked_sdpa's options."""
     B, H, T, hd = q.shape
     valid = rows >= 0  # (B, G)
     idx = rows.clamp(min=0)
     q_rows = q.gather(2, idx[:, None, :, None].expand(B, H, -1, hd))  # (B, H, G, hd)
     kpos = torch.arange(T, device=q.device)
     keep = valid[:, :, None].expand(B, -1, T)  # global rows see every key
-    if causal:
+    if mask.causal:
         keep = keep & (kpos[None, None, :] <= idx[:, :, None])
-    if key_padding is not None:
-        keep = keep & key_padding[:, None, :]
-    return masked_sdpa(
-        q_rows, k, v, keep[:, None], scale=scale, dropout_p=dropout_p, sinks=sinks, softcap=softcap
-    )  # (B, 1, G, T)
+    if mask.key_padding is not None:
+        keep = keep & mask.key_padding[:, None, :]
+    return masked_sdpa(q_rows, k, v, keep[:, None], **scoring)  # (B, 1, G, T)
 
 
-def blocked_attention(
+def _blocked_attention(
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    pattern: SparsePattern,
-    *,
-    causal: bool,
-    key_padding: Tensor | None = None,
-    scale: float | None = None,
-    dropout_p: float = 0.0,
-    global_qkv: tuple[Tensor, Tensor, Tensor] | None = None,
-    sinks: Tensor | None = None,
-    softcap: float | None = None,
+    mask: AttentionMask,
+    global_qkv: tuple[Tensor, Tensor, Tensor] | None,
+    **scoring: Any,
 ) -> Tensor:
     """Block-gathered attention in O(n * w): each query block sees only its layout's key blocks.
 
     q (B, H, T, hd), k/v (B, Hkv, T, hd) -> (B, H, T, hd). `global_qkv` replaces q, k, v for
-    the global query rows (Longformer's separate global projections); `sinks` (H,) are
-    per-head sink logits (every block's softmax gets the sink).
+    the global query rows (Longformer's separate global projections); `scoring` (scale,
+    dropout_p, per-head `sinks` (H,), softcap) goes to every block's masked_sdpa.
     """
+    pattern, causal, key_padding = mask.pattern, mask.causal, mask.key_padding
     B, H, T, hd = q.shape
     Hkv, bs = k.shape[1], pattern.block
     nb = math.ceil(T / bs)
@@ -265,78 +264,18 @@ def blocked_attention(
     keep = keep & kmask
     keep = keep if keep.dim() == 4 else keep[None]
     keep = keep.expand(B, nb, bs, K * bs).reshape(B * nb, 1, bs, K * bs)
-    out = masked_sdpa(
-        qb, kg, vg, keep, scale=scale, dropout_p=dropout_p, sinks=sinks, softcap=softcap
-    )
-    # (B*nb, H, bs, hd)
+    out = masked_sdpa(qb, kg, vg, keep, **scoring)  # (B*nb, H, bs, hd)
     out = out.transpose(1, 2).reshape(B, Tp, H, hd)[:, :T]  # (B, T, H, hd)
     out = out.transpose(1, 2)  # (B, H, T, hd)
 
     if rows is None or rows.numel() == 0:
         return out
     gq, gk, gv = global_qkv if global_qkv is not None else (q, k, v)
-    g_out = _rows_attention(
-        gq,
-        gk,
-        gv,
-        rows,
-        causal=causal,
-        key_padding=key_padding,
-        scale=scale,
-        dropout_p=dropout_p,
-        sinks=sinks,
-        softcap=softcap,
-    )  # (B, H, G, hd)
+    g_out = _rows_attention(gq, gk, gv, rows, mask, **scoring)  # (B, H, G, hd)
     b_idx, g_idx = (rows >= 0).nonzero(as_tuple=True)
     out = out.transpose(1, 2)  # (B, T, H, hd)
     out = out.index_put((b_idx, rows[b_idx, g_idx]), g_out.transpose(1, 2)[b_idx, g_idx])
     return out.transpose(1, 2)
-
-
-def flex_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    pattern: SparsePattern,
-    *,
-    causal: bool,
-    key_padding: Tensor | None = None,
-    scale: float | None = None,
-    softcap: float | None = None,
-) -> Tensor:
-    """FlexAttention with a block mask from the pattern's predicate (no dropout)."""
-    mask = pattern_mask(pattern, q, k, causal=causal, key_padding=key_padding)
-    score_mod = None if softcap is None else softcap_score_mod(softcap)
-    return mask_flex(q, k, v, mask, scale=scale, score_mod=score_mod)
-
-
-def sparse_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    pattern: SparsePattern,
-    *,
-    causal: bool,
-    key_padding: Tensor | None = None,
-    scale: float | None = None,
-    dropout_p: float = 0.0,
-    impl: str = "auto",
-    global_qkv: tuple[Tensor, Tensor, Tensor] | None = None,
-    softcap: float | None = None,
-) -> Tensor:
-    """Run a pattern by the chosen path; 'auto' picks flex (compiled/CUDA), else blocked."""
-    mask = pattern_mask(pattern, q, k, causal=causal, key_padding=key_padding)
-    return attend(
-        q,
-        k,
-        v,
-        mask,
-        scale=scale,
-        dropout_p=dropout_p,
-        impl=impl,
-        global_qkv=global_qkv,
-        softcap=softcap,
-    )
 
 
 def attend(
@@ -345,7 +284,7 @@ def attend(
     v: Tensor,
     mask: AttentionMask,
     *,
-    scale: float | None,
+    scale: float | None = None,
     dropout_p: float = 0.0,
     impl: str = "auto",
     global_qkv: tuple[Tensor, Tensor, Tensor] | None = None,
@@ -373,19 +312,8 @@ def attend(
             return flex_with_sinks(q, k, v, mask, sinks, scale=scale, score_mod=score_mod)
         return mask_flex(q, k, v, mask, scale=scale, score_mod=score_mod)
     if impl == "blocked" and blockable:
-        return blocked_attention(
-            q,
-            k,
-            v,
-            mask.pattern,
-            causal=mask.causal,
-            key_padding=mask.key_padding,
-            scale=scale,
-            dropout_p=dropout_p,
-            global_qkv=global_qkv,
-            sinks=sinks,
-            softcap=softcap,
-        )
+        scoring = {"scale": scale, "dropout_p": dropout_p, "sinks": sinks, "softcap": softcap}
+        return _blocked_attention(q, k, v, mask, global_qkv, **scoring)
     if global_qkv is not None:
         raise ValueError("separate global projections need the blocked path (no KV cache)")
     return mask_sdpa(q, k, v, mask, scale=scale, dropout_p=dropout_p, sinks=sinks, softcap=softcap)

@@ -66,6 +66,11 @@ HEADLESS = task("kind: none")
 QUESTION_ANSWERING = task("kind: question_answering", "qa_outputs  QA")
 
 
+def token_classifier(module: str = "classifier") -> Task:
+    """A label per token from `module` (`...ForTokenClassification`)."""
+    return task("kind: token_classifier", f"{module}  CLASSIFIER", labels=True)
+
+
 TASK_LM = "lm_head  LM_PROJ\n"
 
 
@@ -85,9 +90,7 @@ def decoder_tasks(lm_key: str, lm: Task, token: str = "classifier") -> dict[str,
             "score  CLASSIFIER",
             labels=True,
         ),
-        "ForTokenClassification": task(
-            "kind: token_classifier", f"{token}  CLASSIFIER", labels=True
-        ),
+        "ForTokenClassification": token_classifier(token),
         "ForQuestionAnswering": QUESTION_ANSWERING,
     }
 
@@ -110,9 +113,7 @@ def encoder_tasks(pooler: str, mlm: Task, sequence: Task | None = None) -> dict[
             base=pool,
             labels=True,
         ),
-        "ForTokenClassification": task(
-            "kind: token_classifier", "classifier  CLASSIFIER", labels=True
-        ),
+        "ForTokenClassification": token_classifier(),
         "ForQuestionAnswering": QUESTION_ANSWERING,
         "ForMultipleChoice": task(
             "kind: multiple_choice, pooling: cls, pooler: true", "classifier  CLASSIFIER", base=pool

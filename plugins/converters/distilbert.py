@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from archzoo.converter import Converter, Field, parse_fields, spec_parts
 
-from .common import ACTIVATION, HEADLESS, PAD, QUESTION_ANSWERING, table, task, tie
+from .common import (
+    ACTIVATION,
+    HEADLESS,
+    PAD,
+    QUESTION_ANSWERING,
+    table,
+    task,
+    tie,
+    token_classifier,
+)
 
 LAYER = "transformer.layer.{i}."
 ACT = Field("activation", "head.activation", "gelu", ACTIVATION)  # the MLM transform's
@@ -57,9 +66,7 @@ class DistilBertConverter(
             labels=True,
             fields=SEQ_DROPOUT,
         ),
-        "ForTokenClassification": task(
-            "kind: token_classifier", "classifier  CLASSIFIER", labels=True
-        ),
+        "ForTokenClassification": token_classifier(),
         "ForQuestionAnswering": QUESTION_ANSWERING,
         "ForMultipleChoice": task(
             "kind: multiple_choice, pooling: cls, pooler: true, pooler_activation: relu",

@@ -17,6 +17,7 @@ from .common import (
     table,
     task,
     tie,
+    token_classifier,
 )
 
 GELU = Field("hidden_act", "head.activation", "gelu", ACTIVATION)  # the discriminator's
@@ -50,9 +51,7 @@ class ElectraConverter(BertConverter, model_type="electra", hf_prefix="Electra")
             "classifier.(dense,out_proj)  HEAD_POOLER,CLASSIFIER",
             labels=True,
         ),
-        "ForTokenClassification": task(
-            "kind: token_classifier", "classifier  CLASSIFIER", labels=True
-        ),
+        "ForTokenClassification": token_classifier(),
         "ForQuestionAnswering": QUESTION_ANSWERING,
         "ForMultipleChoice": task(  # the sequence summary: first token, dense, activation
             "kind: multiple_choice, pooling: cls, pooler: true",

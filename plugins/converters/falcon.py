@@ -3,22 +3,18 @@ LayerNorm in the old architecture, two in the new one), rotary or ALiBi, tied he
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
-
-from torch import Tensor
 
 from archzoo.converter import (
     ConversionError,
     Converter,
     Field,
-    TensorSource,
     get,
     parse_fields,
     spec_parts,
 )
-from archzoo.hf_tensors import ZooNames
+from archzoo.hf_tensors import TensorTable
 
 from .common import ACTIVATION, PAD, TIED_CAUSAL_LM, table
 from .rope import rope_parameters
@@ -36,7 +32,7 @@ PREFIXES = ("transformer.", "")
 BUFFERS = ("rotary_emb.inv_freq",)
 
 
-def two_norms(spec: dict[str, Any]) -> bool:
+def two_norms(spec: Mapping[str, Any]) -> bool:
     """Whether a spec's blocks have a norm per branch (ln_attn, ln_mlp)."""
     block = spec.get("block")
     return isinstance(block, dict) and block.get("kind") == "parallel" and not block["shared_norm"]
@@ -96,25 +92,6 @@ class FalconConverter(Converter, model_type="falcon", hf_prefix="Falcon", family
         else:
             spec["position"] = {"kind": "rotary", **rope_parameters(config)}
 
-    def _for(self, spec: dict[str, Any]) -> Converter:
-        """This converter with the norm names the model's blocks have."""
-        if not two_norms(spec):
-            return self
-        variant = copy.copy(self)
-        variant.tensors = self.two_norm_tensors  # type: ignore[misc]
-        return variant
-
-    def import_state(
-        self, src: TensorSource, config: dict[str, Any], names: ZooNames, ctx: dict[str, Any]
-    ) -> dict[str, Tensor]:
-        return Converter.import_state(self._for(ctx), src, config, names, ctx)
-
-    def export_state(
-        self,
-        state: Mapping[str, Tensor],
-        names: ZooNames,
-        ctx: dict[str, Any],
-        prefix: str | None = None,
-        task: str | None = None,
-    ) -> dict[str, Tensor]:
-        return Converter.export_state(self._for(ctx), state, names, ctx, prefix, task)
+    def base_table(self, spec: Mapping[str, Any] | None = None) -> TensorTable:
+        """The norm names the model's blocks have: one shared norm, or one per branch."""
+        return self.two_norm_tensors if spec is not None and two_norms(spec) else self.tensors

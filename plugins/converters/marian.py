@@ -47,8 +47,7 @@ class SavedSinusoidsConverter(Converter):
     ) -> dict[str, Tensor]:
         """The table's tensors plus the sinusoidal table each stack saves (max_len rows)."""
         out = super().export_state(state, names, ctx, prefix, task)
-        if prefix is None:
-            prefix = "" if (task or self.default_task) == "Model" else self.tensors.prefixes[0]
+        prefix = self.export_prefix(task) if prefix is None else prefix
         dtype = next((t.dtype for t in state.values() if t.is_floating_point()), None)
         n, dim = ctx["max_len"], ctx["d_model"]
         table = sinusoidal_table(torch.arange(n), dim, layout="halves").to(dtype)  # (n, dim)
