@@ -217,7 +217,8 @@ class AttentionContext:
     position, position_state: the stack's position and its `prepare` result (None in
     cross-attention). cache: this layer's LayerCache (self) or CrossCache (cross) when
     decoding. inputs: per-batch tensors a component reads by name (Longformer's
-    "global_attention_mask"), given to the model as `attention_inputs`.
+    "global_attention_mask"), given to the model as `attention_inputs` or as keywords.
+    input_ids: the stack's (B, T) token ids, for a pattern that derives from them.
     """
 
     mask: AttentionMask
@@ -227,6 +228,7 @@ class AttentionContext:
     inputs: Mapping[str, Tensor] = field(default_factory=dict)
     want_probs: bool = False  # asked for this layer's probabilities (output_attentions)
     probs: Tensor | None = None  # (B, H, Tq, Tk), set through Attention.record_probs
+    input_ids: Tensor | None = None  # (B, T) the stack's token ids (new ones when decoding)
 
 
 class Attention(Component):
@@ -237,6 +239,8 @@ class Attention(Component):
     """
 
     kind: ClassVar[str] = "attention"
+    # names of the per-batch `ctx.inputs` it reads; each is also a keyword of the model's forward
+    inputs: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def cross_attention(cls, cfg: Any, dims: Dims, **parts: Any) -> Attention:

@@ -13,7 +13,7 @@ from torch.utils.checkpoint import checkpoint
 from .aux_loss import aux_loss_modules, pooled_aux_loss, reset_aux_losses
 from .cache import CrossCache, KVCache, LayerCache
 from .input_checks import InputChecks, check_label_values
-from .interfaces import AttentionContext, Embedding, Head, Position
+from .interfaces import Attention, AttentionContext, Embedding, Head, Position
 from .masks import AttentionMask
 from .outputs import StackRecord, requested_layers
 from .plan import stack_role
@@ -130,7 +130,9 @@ class Stack(nn.Module):
             T, k_pos.shape[1], causal=self.causal, key_padding=key_padding, device=input_ids.device
         )
         state = self.position.prepare(position_ids, k_pos)
-        ctx = AttentionContext(mask, self.position, state, inputs=attention_inputs or {})
+        ctx = AttentionContext(
+            mask, self.position, state, inputs=attention_inputs or {}, input_ids=input_ids
+        )
         own = [  # the layers' own positions, prepared once per forward like the stack's
             replace(ctx, position=p, position_state=p.prepare(position_ids, k_pos))
             for p in self.layer_positions
@@ -242,6 +244,10 @@ class ZooModel(nn.Module):
         self.decoder = decoder
         self.head = head
         self._aux_groups = aux_loss_modules(self)  # components that add an auxiliary loss
+        # per-batch inputs its attention layers read, accepted as forward keywords
+        self._input_names = sorted(
+            {n for m in self.modules() if isinstance(m, Attention) for n in m.inputs}
+        )
 
     @property
     def family(self) -> str:
@@ -264,6 +270,7 @@ class ZooModel(nn.Module):
         output_attentions: bool | Sequence[int] = False,
         attention_inputs: Mapping[str, Tensor] | None = None,
         return_logits: bool = True,
+        **inputs: Tensor,
     ) -> ModelOutput:
         """Run the model; `labels` (-100 ignored) add a loss.
 
@@ -272,10 +279,13 @@ class ZooModel(nn.Module):
         `output_hidden_states` and `output_attentions` (True or layer indices) add the
         Hugging Face outputs; only the layers asked for compute their probabilities.
         `attention_inputs` are per-batch tensors attention components read by name
-        (Longformer's "global_attention_mask"); every stack receives them.
+        (Longformer's "global_attention_mask"); every stack receives them. The names the
+        model's attention layers read are keywords too (`global_attention_mask=...`, as HF).
         `return_logits=False` leaves `logits` None and lets the head compute the loss
         without full-vocabulary logits (the LM head does it in chunks: far less memory).
         """
+        if inputs:
+            attention_inputs = {**(attention_inputs or {}), **self._keyword_inputs(inputs)}
         extra = {"attention_inputs": attention_inputs}
         rec = {
             w: StackRecord(
@@ -378,6 +388,20 @@ class ZooModel(nn.Module):
             **named,
             **self._recorded(rec),
         )
+
+    def _keyword_inputs(self, inputs: Mapping[str, Any]) -> dict[str, Tensor]:
+        """Keywords naming a per-batch input of this model's attention layers; others refused."""
+        unknown = sorted(set(inputs) - set(self._input_names))
+        if unknown:
+            accepted = ", ".join(self._input_names) or "none"
+            raise TypeError(
+                f"forward() got unexpected keyword argument(s) {', '.join(unknown)}; "
+                f"inputs this model's attention layers read: {accepted}"
+            )
+        for name, value in inputs.items():
+            if not isinstance(value, Tensor):
+                raise ValueError(f"{name} must be a tensor, got {type(value).__name__}")
+        return dict(inputs)
 
     def _recorded(self, rec: dict[str, StackRecord]) -> dict[str, Any]:
         """ModelOutput fields of the records: HF names per family."""

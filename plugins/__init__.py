@@ -39,6 +39,7 @@ from .converters.gpt_neox import GPTNeoXConverter
 from .converters.gpt_oss import GptOssConverter
 from .converters.gptj import GPTJConverter
 from .converters.llama import LlamaConverter
+from .converters.longformer import LongformerConverter
 from .converters.m2m_100 import M2M100Converter
 from .converters.marian import MarianConverter
 from .converters.mbart import MBartConverter
@@ -134,6 +135,7 @@ BUILTIN_CONVERTERS = (
     DistilBertConverter(),
     ElectraConverter(),
     BigBirdConverter(),
+    LongformerConverter(),
     GPT2Converter(),
     T5Converter(),
     BartConverter(),

@@ -588,3 +588,24 @@ PUBLISHED["modernbert-base"] = (
     ),
 )
 CAUSAL_LM["ModernBertConfig"] = "ModernBertForMaskedLM"  # the class whose count is checked
+
+# Longformer base (allenai/longformer-base-4096 config.json): its MLM model
+PUBLISHED["longformer-base-4096"] = (
+    "LongformerConfig",
+    dict(
+        vocab_size=50265,
+        hidden_size=768,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        intermediate_size=3072,
+        max_position_embeddings=4098,
+        type_vocab_size=1,
+        attention_window=[512] * 12,
+        layer_norm_eps=1e-5,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+        sep_token_id=2,
+    ),
+)
+CAUSAL_LM["LongformerConfig"] = "LongformerForMaskedLM"

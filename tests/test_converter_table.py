@@ -135,6 +135,7 @@ def test_every_named_path_exists_in_a_built_model():
                 "modernbert-base",
                 {"n_layers": 1, "head": {"kind": "classifier", "pooler_norm": True}},
             ),
+            ("longformer-base", {"n_layers": 1}),  # global_projections
             (  # OPT-350m's layout: project_in / project_out around a narrower table
                 "opt-125m",
                 {"n_layers": 1, "embedding": {"kind": "factorized", "positions": "after"}},

@@ -48,6 +48,7 @@ EXTRA = {
     "roberta": {"pad_token_id": 1},
     "openai-gpt": {"n_inner": None},
     "gptj": {"rotary_dim": 4},  # its MLP is always 4 x n_embd
+    "longformer": {"attention_window": [4, 6]},  # a window per layer: layers: overrides
 }
 SPECIAL_IDS = {
     "pad_token_id": 0,

@@ -2,16 +2,17 @@
 
 Each query sees keys within `window // 2` positions (HF's `attention_window`); global tokens
 see every key and are seen by every query. Global positions come from the spec
-(`global_tokens`) and/or per batch, as the forward's
-`attention_inputs={"global_attention_mask": (B, T) bool}` (or `global_attention(model, mask)`). With
-`global_projections`, global rows use their own q/k/v projections, as in Longformer.
+(`global_tokens`) and/or per batch, as the forward's `global_attention_mask=` (B, T) keyword
+(or `attention_inputs={"global_attention_mask": ...}`, or `global_attention(model, mask)`);
+without one, `default_global` derives them from the input ids as HF's task models do. Padding
+is never global. With `global_projections`, global rows use their own q/k/v projections.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
@@ -23,23 +24,28 @@ from .sparse import SparseAttention, SparsePattern, band_layout, key_block_any
 
 
 class LongformerPattern(SparsePattern):
-    """|q - k| <= half, or q or k a global token. `tokens` (T,) or per batch (B, T) bool."""
+    """|q - k| <= half, or q or k a global token. `tokens` (T,) or per batch (B, T) bool;
+    `rows` (B, T) bool, when given: only those queries attend (padding sees no key, as HF)."""
 
-    def __init__(self, half: int, tokens: Tensor, block: int) -> None:
-        self.half, self.tokens, self.block = half, tokens, block
+    def __init__(self, half: int, tokens: Tensor, block: int, rows: Tensor | None = None) -> None:
+        if rows is not None and tokens.dim() == 1:
+            tokens = tokens.expand_as(rows)
+        self.half, self.tokens, self.block, self.rows = half, tokens, block, rows
         self.per_batch = tokens.dim() == 2
 
     def allowed(self, q: Tensor, k: Tensor, length: int) -> Tensor:
         band = (q - k).abs() <= self.half
         g = self.tokens
-        if self.per_batch:
-            return band | g[:, q] | g[:, k]  # (B, ...)
-        return band | g[q] | g[k]
+        if not self.per_batch:
+            return band | g[q] | g[k]
+        keep = band | g[:, q] | g[:, k]  # (B, ...)
+        return keep if self.rows is None else keep & self.rows[:, q]
 
     def allowed_at(self, b: Tensor, q: Tensor, k: Tensor, length: int) -> Tensor:
         if not self.per_batch:
             return self.allowed(q, k, length)
-        return ((q - k).abs() <= self.half) | self.tokens[b, q] | self.tokens[b, k]
+        keep = ((q - k).abs() <= self.half) | self.tokens[b, q] | self.tokens[b, k]
+        return keep if self.rows is None else keep & self.rows[b, q]
 
     def layout(self, n_blocks: int, length: int) -> Tensor:
         band = band_layout(n_blocks, self.block, -self.half, self.half)
@@ -69,6 +75,18 @@ class LongformerAttention(SparseAttention, name="longformer"):
         global_tokens: list[int] = param([], "positions with global attention (e.g. [0])")
         global_projections: bool = param(False, "separate q/k/v projections for global rows")
         block: int | None = param(None, "block of the blocked path (null: window // 2)", min=1)
+        default_global: Literal["none", "first", "before_sep", "after_sep"] = param(
+            "none",
+            "global tokens when the batch gives no global_attention_mask: none, the first "
+            "token (HF sequence classification), those before the first sep_token_id "
+            "(question answering) or after the sep pair that follows it (multiple choice)",
+        )
+        sep_token_id: int | None = param(None, "the separator default_global looks for", min=0)
+        zero_padded_queries: bool = param(
+            False, "padded query rows attend to nothing and give zeros (HF Longformer)"
+        )
+
+    inputs = ("global_attention_mask",)
 
     def __init__(self, cfg: Any, dims: Any, *, cross: bool = False) -> None:
         super().__init__(cfg, dims, cross=cross)
@@ -77,6 +95,13 @@ class LongformerAttention(SparseAttention, name="longformer"):
             self.q_global = nn.Linear(d, self.q_dim, bias=bias)
             self.k_global = nn.Linear(d, self.kv_dim, bias=bias)
             self.v_global = nn.Linear(d, self.kv_dim, bias=bias)
+
+    @classmethod
+    def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
+        issues = super().check(cfg, dims)
+        if cfg.default_global in ("before_sep", "after_sep") and cfg.sep_token_id is None:
+            issues.append(("sep_token_id", f"default_global {cfg.default_global} needs it"))
+        return issues
 
     def make_pattern(
         self, length: int, device: Any = None, ctx: AttentionContext | None = None
@@ -89,13 +114,26 @@ class LongformerAttention(SparseAttention, name="longformer"):
                 tokens[p] = True
         per_batch = None if ctx is None else ctx.inputs.get(GLOBAL_INPUT)
         if per_batch is not None:
-            if per_batch.shape[-1] != length:
+            ids = ctx.input_ids
+            rows = per_batch.shape[0] if ids is None else ids.shape[0]
+            if per_batch.dim() != 2 or tuple(per_batch.shape) != (rows, length):
                 raise ValueError(
-                    f"{GLOBAL_INPUT} covers {per_batch.shape[-1]} tokens, the sequence has {length}"
+                    f"{GLOBAL_INPUT} must be ({rows}, {length}) like the input ids, "
+                    f"got shape {tuple(per_batch.shape)}"
                 )
-            tokens = per_batch.to(device=device, dtype=torch.bool) | tokens
+            per_batch = per_batch.to(device=device) != 0
+        elif ctx is not None and ctx.input_ids is not None and cfg.default_global != "none":
+            per_batch = default_global(ctx.input_ids, cfg.default_global, cfg.sep_token_id)
+        padding = None if ctx is None else ctx.mask.key_padding
+        if padding is not None and padding.shape[-1] != length:
+            padding = None  # keys of a cache: no padding of these queries to read
+        if per_batch is not None:
+            if padding is not None:
+                per_batch = per_batch & padding.to(per_batch.device)  # padding is never global
+            tokens = per_batch.to(device) | tokens
+        rows = padding.to(device) if cfg.zero_padded_queries and padding is not None else None
         half = cfg.window // 2
-        return LongformerPattern(half, tokens, cfg.block or max(half, 16))
+        return LongformerPattern(half, tokens, cfg.block or max(half, 16), rows)
 
     def global_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor] | None:
         if not self.cfg.global_projections:
@@ -108,6 +146,22 @@ class LongformerAttention(SparseAttention, name="longformer"):
 
 
 GLOBAL_INPUT = "global_attention_mask"  # the per-batch input's name (HF's argument name)
+
+
+def default_global(ids: Tensor, rule: str, sep: int | None) -> Tensor:
+    """(B, T) bool global tokens HF's task models set when given none: the first token, the
+    question (before the first `sep`) or the choice (after the `sep sep` that follows it)."""
+    pos = torch.arange(ids.shape[1], device=ids.device)
+    if rule == "first":
+        return (pos == 0).expand(ids.shape)
+    is_sep = ids == sep
+    if not bool(is_sep.any(-1).all()):
+        raise ValueError(
+            f"default_global {rule}: every row of input_ids needs the separator id {sep} "
+            "(or pass global_attention_mask)"
+        )
+    first = is_sep.int().argmax(-1, keepdim=True)  # (B, 1) the question's end
+    return pos < first if rule == "before_sep" else pos > first + 1
 
 
 @contextlib.contextmanager

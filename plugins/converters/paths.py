@@ -21,6 +21,8 @@ ATTN_NORM = BLOCK + "attention_norm"
 FFN_NORM = BLOCK + "ffn_norm"
 CROSS_NORM = BLOCK + "cross_norm"
 Q, K, V, QKV, ATTN_OUT = (BLOCK + "attention." + p for p in ("q", "k", "v", "qkv", "out"))
+# longformer global_projections: the global rows' own q/k/v
+Q_GLOBAL, K_GLOBAL, V_GLOBAL = (BLOCK + f"attention.{p}_global" for p in "qkv")
 CROSS_Q, CROSS_K, CROSS_V, CROSS_OUT = (
     BLOCK + "cross_attention." + p for p in ("q", "k", "v", "out")
 )
