@@ -77,6 +77,21 @@ class KeepMaskCheck:
         )
 
 
+@dataclass(frozen=True)
+class SegmentTable:
+    """An id input that indexes a small embedding table: its name, the table, its ids."""
+
+    input: str
+    what: str
+    ids: str
+
+
+SEGMENTS = SegmentTable(
+    "token_type_ids", "segment (token type) embeddings (type_vocab_size 0)", "segment ids"
+)
+LANGS = SegmentTable("langs", "language embeddings (n_langs 0)", "language ids")
+
+
 class InputChecks:
     """Collects the checks of one forward's inputs; `run` raises the first that fails."""
 
@@ -116,25 +131,29 @@ class InputChecks:
             self.values.append(KeepMaskCheck(name, mask))
 
     def segments(
-        self, types: Tensor | None, ids_shape: tuple[int, int], n_types: int | None
+        self,
+        types: Tensor | None,
+        ids_shape: tuple[int, int],
+        n_types: int | None,
+        table: SegmentTable = SEGMENTS,
     ) -> None:
-        """token_type_ids: the shape of input_ids, ids below the embedding's segment count."""
+        """token_type_ids (or `table`'s input): the shape of input_ids, ids below the count."""
         if types is None:
             return
+        name = table.input
         if n_types == 0:
             raise ValueError(
-                "token_type_ids were given, but this model's embedding has no segment "
-                "(token type) embeddings (type_vocab_size 0); leave them out"
+                f"{name} were given, but this model's embedding has no {table.what}; leave them out"
             )
         if not isinstance(types, Tensor) or types.dtype not in INTEGER_DTYPES:
-            raise ValueError(f"token_type_ids must be an integer tensor, got {describe(types)}")
+            raise ValueError(f"{name} must be an integer tensor, got {describe(types)}")
         if tuple(types.shape) != tuple(ids_shape):
             raise ValueError(
-                f"token_type_ids must have the shape of input_ids {tuple(ids_shape)}, "
+                f"{name} must have the shape of input_ids {tuple(ids_shape)}, "
                 f"got {tuple(types.shape)}"
             )
         if n_types is not None:
-            self.values.append(RangeCheck("token_type_ids", types, 0, n_types, "segment ids"))
+            self.values.append(RangeCheck(name, types, 0, n_types, table.ids))
 
     def positions(
         self, pos: Tensor | None, ids_shape: tuple[int, int], limit: int | None, name: str

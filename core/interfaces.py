@@ -68,6 +68,10 @@ class Embedding(Component):
         """How many token_type_ids it embeds (0: it takes none), or None when it does not say."""
         return None
 
+    def languages(self) -> int:
+        """How many language ids (`langs`, XLM) it embeds; 0: it takes none."""
+        return 0
+
     def forward(
         self,
         input_ids: Tensor,

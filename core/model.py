@@ -12,7 +12,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .aux_loss import aux_loss_modules, pooled_aux_loss, reset_aux_losses
 from .cache import CrossCache, KVCache, LayerCache
-from .input_checks import InputChecks, check_label_values
+from .input_checks import LANGS, InputChecks, check_label_values
 from .interfaces import Attention, AttentionContext, Embedding, Head, Position
 from .masks import AttentionMask
 from .outputs import StackRecord, requested_layers
@@ -27,7 +27,8 @@ def flatten_choices(head: str, input_ids: Tensor | None, *others: Tensor | None)
         raise ValueError(f"head {head!r} takes input_ids of shape (batch, choices, seq), got {got}")
     B, C, T = input_ids.shape
     flat = []
-    for name, t in zip(("attention_mask", "token_type_ids", "position_ids"), others, strict=True):
+    names = ("attention_mask", "token_type_ids", "position_ids", "langs")
+    for name, t in zip(names, others, strict=True):
         if t is not None and tuple(t.shape) != (B, C, T):
             raise ValueError(
                 f"{name} of shape {tuple(t.shape)} does not match input_ids' {(B, C, T)}"
@@ -113,11 +114,13 @@ class Stack(nn.Module):
         cache: KVCache | None = None,
         record: StackRecord | None = None,
         attention_inputs: Mapping[str, Tensor] | None = None,
+        langs: Tensor | None = None,
     ) -> Tensor:
         """Hidden states (B, T, D). With a cache, input_ids are the new tokens only and
         attention_mask (if any) covers every cached token plus the new ones. `record`
         collects hidden states and requested attention probabilities. attention_inputs:
-        per-batch tensors for the attention components (ctx.inputs)."""
+        per-batch tensors for the attention components (ctx.inputs); langs: language ids
+        for an embedding with a language table (XLM)."""
         B, T = input_ids.shape
         past = 0 if cache is None else cache.length
         if position_ids is None:
@@ -125,7 +128,10 @@ class Stack(nn.Module):
         k_pos, key_padding = position_ids, attention_mask
         if cache is not None:
             k_pos, key_padding = cache.advance(position_ids, attention_mask)
-        x = self.embedding(input_ids, token_type_ids, self.position.embed(position_ids))
+        languages = {} if langs is None else {"langs": langs}  # only embeddings that have them
+        x = self.embedding(
+            input_ids, token_type_ids, self.position.embed(position_ids), **languages
+        )
         mask = AttentionMask.build(
             T, k_pos.shape[1], causal=self.causal, key_padding=key_padding, device=input_ids.device
         )
@@ -269,6 +275,7 @@ class ZooModel(nn.Module):
         output_hidden_states: bool = False,
         output_attentions: bool | Sequence[int] = False,
         attention_inputs: Mapping[str, Tensor] | None = None,
+        langs: Tensor | None = None,
         return_logits: bool = True,
         **inputs: Tensor,
     ) -> ModelOutput:
@@ -281,12 +288,14 @@ class ZooModel(nn.Module):
         `attention_inputs` are per-batch tensors attention components read by name
         (Longformer's "global_attention_mask"); every stack receives them. The names the
         model's attention layers read are keywords too (`global_attention_mask=...`, as HF).
+        `langs`: a language id per token, for an embedding with a language table (XLM's
+        n_langs).
         `return_logits=False` leaves `logits` None and lets the head compute the loss
         without full-vocabulary logits (the LM head does it in chunks: far less memory).
         """
         if inputs:
             attention_inputs = {**(attention_inputs or {}), **self._keyword_inputs(inputs)}
-        extra = {"attention_inputs": attention_inputs}
+        extra: dict[str, Any] = {"attention_inputs": attention_inputs}
         rec = {
             w: StackRecord(
                 output_hidden_states,
@@ -299,8 +308,10 @@ class ZooModel(nn.Module):
         enc_out = None
         choices = None
         if self.head.capabilities.choices:  # (B, C, T) inputs: the stacks see B*C sequences
-            choices, input_ids, attention_mask, token_type_ids, position_ids = flatten_choices(
-                self.head.name, input_ids, attention_mask, token_type_ids, position_ids
+            choices, input_ids, attention_mask, token_type_ids, position_ids, langs = (
+                flatten_choices(
+                    self.head.name, input_ids, attention_mask, token_type_ids, position_ids, langs
+                )
             )
             extra["attention_inputs"] = flatten_inputs(attention_inputs, choices)
         reset_aux_losses(self._aux_groups)
@@ -314,7 +325,9 @@ class ZooModel(nn.Module):
             position_ids,
             encoder_outputs,
             label_rows=None if choices is None else choices[0],
+            langs=langs,
         )
+        encoder_extra = {**extra, "langs": langs}
         if self.family == "encoder":
             hidden = self.encoder(
                 input_ids,
@@ -322,7 +335,7 @@ class ZooModel(nn.Module):
                 token_type_ids,
                 position_ids,
                 record=rec.get("encoder"),
-                **extra,
+                **encoder_extra,
             )
             mask = attention_mask
         elif self.family == "decoder":
@@ -333,14 +346,18 @@ class ZooModel(nn.Module):
                 position_ids,
                 cache=cache,
                 record=rec.get("decoder"),
-                **extra,
+                **encoder_extra,
             )
             mask = attention_mask
         else:
             enc_out = encoder_outputs
             if enc_out is None:
                 enc_out = self.encoder(
-                    input_ids, attention_mask, token_type_ids, record=rec.get("encoder"), **extra
+                    input_ids,
+                    attention_mask,
+                    token_type_ids,
+                    record=rec.get("encoder"),
+                    **encoder_extra,
                 )
             else:
                 rec.pop("encoder", None)  # the encoder did not run
@@ -428,6 +445,7 @@ class ZooModel(nn.Module):
         encoder_outputs: Tensor | None,
         *,
         label_rows: int | None = None,
+        langs: Tensor | None = None,
     ) -> None:
         """Shapes, dtypes and batch sizes of every input; id ranges read once (input_checks).
         `label_rows`: rows of `labels` when they differ from the inputs' (multiple choice)."""
@@ -438,6 +456,7 @@ class ZooModel(nn.Module):
             B, T = checks.ids(input_ids, "input_ids", vocab)
             checks.keep_mask(attention_mask, "attention_mask", B, "input_ids")
             checks.segments(token_type_ids, (B, T), stack.embedding.segment_types())
+            checks.segments(langs, (B, T), stack.embedding.languages(), LANGS)
             limit = stack.position.position_limit()
             checks.positions(position_ids, (B, T), limit, "position_ids")
             if label_rows is None:
@@ -456,6 +475,7 @@ class ZooModel(nn.Module):
         if encoder_outputs is None:
             source, (rows, length) = "input_ids", checks.ids(input_ids, "input_ids", vocab)
             checks.segments(token_type_ids, (rows, length), self.encoder.embedding.segment_types())
+            checks.segments(langs, (rows, length), self.encoder.embedding.languages(), LANGS)
         else:
             source, rows = "encoder_outputs", encoder_outputs.shape[0]
         checks.keep_mask(attention_mask, "attention_mask", rows, source)

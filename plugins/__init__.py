@@ -58,6 +58,7 @@ from .converters.stablelm import StableLmConverter
 from .converters.starcoder2 import Starcoder2Converter
 from .converters.t5 import T5Converter
 from .converters.umt5 import UMT5Converter
+from .converters.xlm import XLMConverter
 from .embedding.factorized import FactorizedEmbedding
 from .embedding.token import TokenEmbedding
 from .ffn.glu import GLUFeedForward
@@ -171,6 +172,7 @@ BUILTIN_CONVERTERS = (
     DeepseekV3Converter(),
     CTRLConverter(),
     ModernBertConverter(),
+    XLMConverter(),
 )
 
 

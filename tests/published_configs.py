@@ -609,3 +609,16 @@ PUBLISHED["longformer-base-4096"] = (
     ),
 )
 CAUSAL_LM["LongformerConfig"] = "LongformerForMaskedLM"
+
+# XLM MLM English 2048: FacebookAI/xlm-mlm-en-2048's config.json, its architecture keys as written
+PUBLISHED["xlm-mlm-en-2048"] = (
+    "XLMConfig",
+    json.loads(
+        """{"vocab_size": 30145, "emb_dim": 2048, "n_layers": 12, "n_heads": 16,
+        "max_position_embeddings": 512, "dropout": 0.1, "attention_dropout": 0.1,
+        "gelu_activation": true, "sinusoidal_embeddings": false, "causal": false, "asm": false,
+        "n_langs": 1, "use_lang_emb": true, "layer_norm_eps": 1e-12, "pad_token_id": 2,
+        "bos_token_id": 0, "eos_token_id": 1, "summary_type": "first", "summary_use_proj": true}"""
+    ),
+)
+CAUSAL_LM["XLMConfig"] = "XLMWithLMHeadModel"

@@ -136,6 +136,7 @@ def test_every_named_path_exists_in_a_built_model():
                 {"n_layers": 1, "head": {"kind": "classifier", "pooler_norm": True}},
             ),
             ("longformer-base", {"n_layers": 1}),  # global_projections
+            ("xlm-mlm-en-2048", {"n_layers": 1, "embedding.n_langs": 2}),
             (  # OPT-350m's layout: project_in / project_out around a narrower table
                 "opt-125m",
                 {"n_layers": 1, "embedding": {"kind": "factorized", "positions": "after"}},

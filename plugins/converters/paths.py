@@ -54,3 +54,4 @@ ATTN_OUT_NORM = BLOCK + "attention_out_norm"  # sandwich_ln: the norm after atte
 FFN_OUT_NORM = BLOCK + "ffn_out_norm"  # sandwich_ln: the norm after the ffn
 DISC_DENSE, DISC_PREDICTION = "head.dense", "head.prediction"  # discriminator (ELECTRA)
 HEAD_POOLER_NORM = "head.pooler_norm"  # classifier & co.: the norm after the pooler (ModernBERT)
+LANG = "{s}.embedding.lang"  # token embedding n_langs: XLM language vectors

@@ -50,12 +50,13 @@ class FactorizedEmbedding(TokenEmbedding, name="factorized"):
         input_ids: Tensor,
         token_type_ids: Tensor | None = None,
         position_embeds: Tensor | None = None,
+        langs: Tensor | None = None,
     ) -> Tensor:
         if self.cfg.positions == "after":  # positions are d_model wide: added once projected
-            x = self.project(self.embed(input_ids, token_type_ids, None))  # (B, T, d_model)
+            x = self.project(self.embed(input_ids, token_type_ids, None, langs))  # (B, T, d_model)
             if position_embeds is not None:
                 x = x + position_embeds.to(x.dtype)
             return self.dropout(x)
         # the builder sizes positions to E, so they join the E-wide sum before the projection
-        x = self.embed(input_ids, token_type_ids, position_embeds)  # (B, T, E)
+        x = self.embed(input_ids, token_type_ids, position_embeds, langs)  # (B, T, E)
         return self.project(self.dropout(x))  # (B, T, d_model)

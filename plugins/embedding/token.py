@@ -17,6 +17,10 @@ class TokenEmbedding(Embedding, name="token"):
         type_vocab_size: int = param(
             0, "segment/token-type ids (BERT: 2); 0 for none", min=0, max=65536
         )
+        word_types: bool = param(False, "token_type_ids index the token table instead (XLM)")
+        n_langs: int = param(
+            0, "language ids (XLM's `langs` input) with a table of their own", min=0
+        )
         scale: bool = param(False, "multiply token vectors by sqrt(d_model) (Vaswani et al.)")
         norm: bool = param(False, "normalise the summed embeddings (BERT)")
         dropout: float | None = dropout_param("dropout on the output (null: model dropout)")
@@ -26,6 +30,9 @@ class TokenEmbedding(Embedding, name="token"):
         width = self.embed_width(cfg, dims)
         self.word = nn.Embedding(dims.vocab_size, width)
         self.token_type = nn.Embedding(cfg.type_vocab_size, width) if cfg.type_vocab_size else None
+        n_langs = getattr(cfg, "n_langs", 0)  # subclasses with a Config of their own
+        self.lang = nn.Embedding(n_langs, width) if n_langs else None
+        self.word_types = getattr(cfg, "word_types", False)
         self.norm = make_norm(dim=width) if cfg.norm else None
         self.dropout = nn.Dropout(dims.dropout if cfg.dropout is None else cfg.dropout)
         self.multiplier = width**0.5 if cfg.scale else 1.0
@@ -44,12 +51,20 @@ class TokenEmbedding(Embedding, name="token"):
         self.word.weight = weight
 
     def segment_types(self) -> int:
-        return self.cfg.type_vocab_size
+        return self.dims.vocab_size if self.word_types else self.cfg.type_vocab_size
+
+    def languages(self) -> int:
+        return 0 if self.lang is None else self.lang.num_embeddings
 
     def embed(
-        self, input_ids: Tensor, token_type_ids: Tensor | None, position_embeds: Tensor | None
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None,
+        position_embeds: Tensor | None,
+        langs: Tensor | None = None,
     ) -> Tensor:
-        """Scaled token vectors + token types + positions, normalised: (B, T, embed_width)."""
+        """Scaled token vectors + token types + positions (+ languages), normalised:
+        (B, T, embed_width)."""
         x = self.word(input_ids)  # (B, T, W)
         if self.multiplier != 1.0:
             x = x * self.multiplier
@@ -57,6 +72,10 @@ class TokenEmbedding(Embedding, name="token"):
             if token_type_ids is None:
                 token_type_ids = input_ids.new_zeros(input_ids.shape)
             x = x + self.token_type(token_type_ids)
+        elif self.word_types and token_type_ids is not None:
+            x = x + self.word(token_type_ids)
+        if self.lang is not None and langs is not None:
+            x = x + self.lang(langs)
         if position_embeds is not None:
             x = x + position_embeds.to(x.dtype)
         if self.norm is not None:
@@ -68,5 +87,6 @@ class TokenEmbedding(Embedding, name="token"):
         input_ids: Tensor,
         token_type_ids: Tensor | None = None,
         position_embeds: Tensor | None = None,
+        langs: Tensor | None = None,
     ) -> Tensor:
-        return self.dropout(self.embed(input_ids, token_type_ids, position_embeds))
+        return self.dropout(self.embed(input_ids, token_type_ids, position_embeds, langs))

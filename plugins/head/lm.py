@@ -26,6 +26,9 @@ class LMHead(Head, name="lm", generates=True):
         softcap: float | None = param(
             None, "soft-cap logits to cap * tanh(logits / cap) (Gemma 2)", gt=0.0
         )
+        shift: bool | None = param(
+            None, "the loss scores position t against label t+1 (null: in a decoder; XLM's CLM: no)"
+        )
 
     def __init__(self, cfg: Any, dims: Any, *, embedding: Embedding, family: str, **_: Any) -> None:
         super().__init__(cfg, dims)
@@ -39,7 +42,7 @@ class LMHead(Head, name="lm", generates=True):
             self.register_buffer("fixed_bias", torch.zeros(dims.vocab_size))
         else:
             self.fixed_bias = None
-        self.shift = family == "decoder"
+        self.shift = family == "decoder" if cfg.shift is None else cfg.shift
         self.multiplier = dims.d_model**-0.5 if cfg.rescale else 1.0
 
     def features(self, hidden: Tensor) -> Tensor:

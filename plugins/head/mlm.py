@@ -30,6 +30,7 @@ class MLMHead(Head, name="mlm"):
         pooler: bool = param(
             False, "carry BERT's pooler weights, unused by the logits (HF's BigBird MLM has one)"
         )
+        transform: bool = param(True, "dense + activation + norm before the decoder (XLM: none)")
         dense_bias: bool = param(True, "a bias on the transform's dense layer")
         decoder_bias: bool = param(True, "a bias on the decoder (ModernBERT: decoder_bias)")
 
@@ -38,9 +39,13 @@ class MLMHead(Head, name="mlm"):
     ) -> None:
         super().__init__(cfg, dims)
         width = embedding.embed_width(embedding.cfg, embedding.dims)
-        self.dense = nn.Linear(dims.d_model, width, bias=cfg.dense_bias)
+        self.dense = self.norm = None
+        if cfg.transform:
+            self.dense = nn.Linear(dims.d_model, width, bias=cfg.dense_bias)
+            self.norm = make_norm(dim=width)
+        elif width != dims.d_model:
+            raise ValueError(f"head 'mlm' without a transform needs embed_width {dims.d_model}")
         self.act = ACTIVATIONS[cfg.activation]
-        self.norm = make_norm(dim=width)
         self.decoder = nn.Linear(width, dims.vocab_size, bias=cfg.decoder_bias)
         if cfg.tie:
             self.decoder.weight = embedding.word_weight()
@@ -48,7 +53,7 @@ class MLMHead(Head, name="mlm"):
         self.pooler = nn.Linear(dims.d_model, dims.d_model) if cfg.pooler else None
 
     def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
-        h = self.norm(self.act(self.dense(hidden)))
+        h = hidden if self.dense is None else self.norm(self.act(self.dense(hidden)))
         return self.decoder(h)  # (B, T, V), decoder bias = self.bias (or none)
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
