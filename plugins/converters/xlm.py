@@ -10,7 +10,7 @@ from typing import Any
 
 from archzoo.converter import ConversionError, Converter, Field, Values, parse_fields, spec_parts
 
-from .common import HEADLESS, PAD, QUESTION_ANSWERING, table, task, tie
+from .common import HEADLESS, PAD, QUESTION_ANSWERING, table, task, tie, token_classifier
 
 LAYER_FIELDS = parse_fields(
     """
@@ -61,9 +61,7 @@ class XLMConverter(
             labels=True,
             fields=(Field("summary_first_dropout", "head.dropout", 0.1),),
         ),
-        "ForTokenClassification": task(
-            "kind: token_classifier", "classifier  CLASSIFIER", labels=True
-        ),
+        "ForTokenClassification": token_classifier(),
         "ForQuestionAnsweringSimple": QUESTION_ANSWERING,
     }
     tensors = table(
