@@ -23,6 +23,7 @@ from .converters.albert import AlbertConverter
 from .converters.bart import BartConverter
 from .converters.bert import BertConverter, RobertaConverter, XLMRobertaConverter
 from .converters.big_bird import BigBirdConverter
+from .converters.bigbird_pegasus import BigBirdPegasusConverter
 from .converters.bloom import BloomConverter
 from .converters.ctrl import CTRLConverter
 from .converters.deepseek import DeepseekV3Converter
@@ -137,6 +138,7 @@ BUILTIN_CONVERTERS = (
     ElectraConverter(),
     BigBirdConverter(),
     LongformerConverter(),
+    BigBirdPegasusConverter(),
     GPT2Converter(),
     T5Converter(),
     BartConverter(),

@@ -143,3 +143,16 @@ def table_export(ref: torch.nn.Module, ours) -> dict[str, torch.Tensor]:
 
     converter = archzoo.get_registry().converter(ref.config.model_type)
     return converter.export_state(ours.state_dict(), ZooNames.of(ours), ours.spec.data)
+
+
+def assert_seq2seq_generation_equal(ref: torch.nn.Module, ours, ids, mask) -> None:
+    """20 greedy tokens and a 4-beam search of 12, for the first prompt alone and for the
+    (right-padded) batch, are transformers' tokens."""
+    for kwargs in (
+        {"max_new_tokens": 20, "min_new_tokens": 20},
+        {"num_beams": 4, "max_new_tokens": 12},
+    ):
+        for rows in (slice(0, 1), slice(0, 2)):
+            expected = ref.generate(ids[rows], attention_mask=mask[rows], do_sample=False, **kwargs)
+            got = ours.generate(ids[rows], attention_mask=mask[rows], **kwargs)
+            assert torch.equal(got, expected), (kwargs, got, expected)

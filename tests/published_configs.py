@@ -622,3 +622,24 @@ PUBLISHED["xlm-mlm-en-2048"] = (
     ),
 )
 CAUSAL_LM["XLMConfig"] = "XLMWithLMHeadModel"
+
+# BigBird-Pegasus large arXiv (google/bigbird-pegasus-large-arxiv config.json): Pegasus
+# large's sizes over 4096 positions
+PUBLISHED["bigbird-pegasus-large-arxiv"] = (
+    "BigBirdPegasusConfig",
+    dict(
+        PUBLISHED["pegasus-large"][1],
+        max_position_embeddings=4096,
+        activation_function="gelu_new",
+        dropout=0.1,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        attention_type="block_sparse",
+        block_size=64,
+        num_random_blocks=3,
+        use_bias=False,
+        bos_token_id=2,
+        decoder_start_token_id=2,
+    ),
+)
+CAUSAL_LM["BigBirdPegasusConfig"] = "BigBirdPegasusForConditionalGeneration"

@@ -8,7 +8,14 @@ import json
 import pytest
 import torch
 import transformers as hf
-from hf_util import V, max_diff_unpadded, padded_batch, perturb, save_hf
+from hf_util import (
+    V,
+    assert_seq2seq_generation_equal,
+    max_diff_unpadded,
+    padded_batch,
+    perturb,
+    save_hf,
+)
 
 import archzoo
 from archzoo import ConversionError
@@ -111,16 +118,7 @@ def test_greedy_and_beam_generation_equal_hf(tmp_path, model_type):
     model = tiny(model_type, scale=0.2)  # sharp distributions: no near-ties
     ours = archzoo.from_hf(save_hf(model, tmp_path / "hf"))
     ids, mask = prompts()
-    for kwargs in (
-        {"max_new_tokens": 20, "min_new_tokens": 20},
-        {"num_beams": 4, "max_new_tokens": 12},
-    ):
-        for rows in (slice(0, 1), slice(0, 2)):  # one prompt, a right-padded batch of two
-            expected = model.generate(
-                ids[rows], attention_mask=mask[rows], do_sample=False, **kwargs
-            )
-            got = ours.generate(ids[rows], attention_mask=mask[rows], **kwargs)
-            assert torch.equal(got, expected), (kwargs, got, expected)
+    assert_seq2seq_generation_equal(model, ours, ids, mask)
 
 
 def test_sinusoidal_variants_equal_hf_tables():
