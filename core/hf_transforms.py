@@ -192,6 +192,28 @@ class OffsetRows(Transform):
         return [torch.cat([t.new_zeros(self.n, *t.shape[1:]), t], dim=0)]
 
 
+class Compose(Transform):
+    """Two linear layers with nothing between (W1, b1, W2, b2: XLM's multiple-choice summary
+    then logits_proj) <-> the one linear they make (W2 W1, W2 b1 + b2). The inverse writes
+    that map through a 2-wide middle (its first unit carries it): equal as a function, not
+    the original factors."""
+
+    n_hf = 4
+    n_zoo = 2
+
+    def forward(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        w1, b1, w2, b2 = ts  # (M, D), (M,), (O, M), (O,)
+        return [w2 @ w1, w2 @ b1 + b2]  # (O, D), (O,)
+
+    def inverse(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        w, b = ts  # (O, D), (O,)
+        width = max(2, w.shape[0])  # transformers' default num_labels is 2
+        w1, b1 = w.new_zeros(width, w.shape[1]), b.new_zeros(width)
+        w1[: w.shape[0]], b1[: w.shape[0]] = w, b
+        w2 = torch.eye(w.shape[0], width, dtype=w.dtype, device=w.device)  # (O, width)
+        return [w1, b1, w2, b.new_zeros(b.shape)]
+
+
 def named(name: str | None, n_hf: int, n_zoo: int) -> Transform:
     """A transform by its table name, sized by how many HF and archzoo names the rule has."""
     makers = {
@@ -204,6 +226,7 @@ def named(name: str | None, n_hf: int, n_zoo: int) -> Transform:
         "rotary_interleaved": RotaryInterleaved,
         "flatten": Flatten,
         "deinterleave": Deinterleave,
+        "compose": Compose,
     }
     if name not in makers:
         raise ValueError(f"unknown transform {name!r}; known: {', '.join(map(str, makers))}")

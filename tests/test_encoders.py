@@ -154,14 +154,14 @@ def task_config(suffix: str, problem: str, over: dict | None = None) -> dict:
     return over
 
 
-def task_parity(tmp_path, model, suffix: str, problem: str, feed: dict):
+def task_parity(tmp_path, model, suffix: str, problem: str, feed: dict, unused: int = 0):
     """`check_parity` with random labels for the task; the imported model, its head checked."""
     shape = tuple(feed["input_ids"].shape)
     labels = labels_for(suffix, problem, shape, feed["attention_mask"])
     ours_labels = labels.get("labels")
     if "start_positions" in labels:
         ours_labels = torch.stack([labels["start_positions"], labels["end_positions"]], -1)
-    ours = check_parity(tmp_path, model, feed, labels, ours_labels)
+    ours = check_parity(tmp_path, model, feed, labels, ours_labels, unused)
     assert ours.spec.data["head"]["kind"] == HEAD_KINDS[suffix]
     return ours
 

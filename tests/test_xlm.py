@@ -13,6 +13,7 @@ from test_encoders import check_parity, task_config, task_parity, zoo_import
 
 import archzoo
 from archzoo.converter import ConversionError
+from archzoo.hf_tensors import ZooNames
 
 TINY = dict(vocab_size=V, emb_dim=32, n_layers=2, n_heads=4, max_position_embeddings=64)
 IDS = dict(pad_token_id=2, bos_token_id=0, eos_token_id=1, n_langs=3)
@@ -25,6 +26,7 @@ CASES = [
     ("WithLMHeadModel", "", dict(n_langs=1)),  # one language: no table, no langs input
     *[("ForSequenceClassification", p, {}) for p in ("single", "regression", "multi")],
     ("ForTokenClassification", "", {}),
+    ("ForMultipleChoice", "", {}),  # summary then logits_proj: one linear per choice
 ]
 
 
@@ -35,26 +37,36 @@ def tiny(suffix: str, **overrides) -> torch.nn.Module:
     return model.eval()
 
 
-def inputs(n_langs: int = 3) -> dict[str, torch.Tensor]:
+def inputs(n_langs: int = 3, shape: tuple[int, ...] = (2, 9)) -> dict[str, torch.Tensor]:
     """Random ids, language ids (when the model has several) and token types (any token
     id: XLM embeds them with its token table); the last row right-padded after 5 tokens."""
     g = torch.Generator().manual_seed(1)
-    mask = torch.ones(2, 9, dtype=torch.long)
-    mask[-1, 5:] = 0
-    ids = torch.randint(3, V, (2, 9), generator=g).masked_fill(mask == 0, IDS["pad_token_id"])
+    mask = torch.ones(shape, dtype=torch.long)
+    mask[(-1,) * (len(shape) - 1)][5:] = 0
+    ids = torch.randint(3, V, shape, generator=g).masked_fill(mask == 0, IDS["pad_token_id"])
     feed = {"input_ids": ids, "attention_mask": mask}
-    feed["token_type_ids"] = torch.randint(0, V, (2, 9), generator=g)
+    feed["token_type_ids"] = torch.randint(0, V, shape, generator=g)
     if n_langs > 1:
-        feed["langs"] = torch.randint(0, n_langs, (2, 9), generator=g)
+        feed["langs"] = torch.randint(0, n_langs, shape, generator=g)
     return feed
+
+
+def composed(model: torch.nn.Module) -> int:
+    """HF parameters beyond the one linear archzoo makes of the multiple-choice summary and
+    logits_proj (0 for the other heads)."""
+    if not hasattr(model, "logits_proj"):
+        return 0
+    layers = (model.sequence_summary.summary, model.logits_proj)
+    width = layers[0].in_features
+    return sum(p.numel() for layer in layers for p in layer.parameters()) - (width + 1)
 
 
 @pytest.mark.parametrize(("suffix", "problem", "over"), CASES)
 def test_task_matches_hf_outputs_and_loss(tmp_path, suffix, problem, over):
     role = ROLE.get(suffix, suffix)
     model = tiny(suffix, **task_config(role, problem, over))
-    feed = inputs(model.config.n_langs)
-    ours = task_parity(tmp_path, model, role, problem, feed)
+    feed = inputs(model.config.n_langs, (2, 3, 9) if suffix == "ForMultipleChoice" else (2, 9))
+    ours = task_parity(tmp_path, model, role, problem, feed, composed(model))
     assert ours.spec.data["embedding"]["n_langs"] == (0 if model.config.n_langs == 1 else 3)
     if "sinusoidal_embeddings" in over:
         assert ours.spec.data["ffn"]["activation"] == "relu"
@@ -121,3 +133,20 @@ def test_zoo_import_saves_the_model_hf_computes(tmp_path):
     with torch.no_grad():
         got, want = archzoo.load(out)(**feed).logits, model(**feed).logits
     assert max_diff_unpadded(got, want, feed["attention_mask"]) <= 1e-4
+
+
+def test_multiple_choice_exports_its_one_linear_back_to_transformers(tmp_path):
+    """The table run backwards writes the composed summary + logits_proj through a 2-wide
+    summary (num_labels' default); transformers computes the same choice logits from it."""
+    model = tiny("ForMultipleChoice")
+    ours = archzoo.from_hf(save_hf(model, tmp_path / "hf"))
+    converter = archzoo.get_registry().converter("xlm")
+    state = converter.export_state(
+        ours.state_dict(), ZooNames.of(ours), ours.spec.data, task="ForMultipleChoice"
+    )
+    back = hf.XLMForMultipleChoice(hf.XLMConfig(**{**TINY, **IDS})).eval()
+    back.load_state_dict(state, strict=True)
+    feed = inputs(3, (2, 3, 9))
+    with torch.no_grad():
+        diff = (back(**feed).logits - model(**feed).logits).abs().max().item()
+    assert diff <= 1e-5

@@ -55,3 +55,4 @@ FFN_OUT_NORM = BLOCK + "ffn_out_norm"  # sandwich_ln: the norm after the ffn
 DISC_DENSE, DISC_PREDICTION = "head.dense", "head.prediction"  # discriminator (ELECTRA)
 HEAD_POOLER_NORM = "head.pooler_norm"  # classifier & co.: the norm after the pooler (ModernBERT)
 LANG = "{s}.embedding.lang"  # token embedding n_langs: XLM language vectors
+CLASSIFIER_WEIGHT, CLASSIFIER_BIAS = CLASSIFIER + ".weight", CLASSIFIER + ".bias"  # whole tensors

@@ -26,6 +26,7 @@ LAYER_FIELDS = parse_fields(
     """,
     GELU=Values({True: "gelu", False: "relu"}),
 )
+SUMMARY_DROPOUT = Field("summary_first_dropout", "head.dropout", 0.1)
 SUMMARY = {  # XLMSequenceSummary as a plain linear on the first token
     "summary_type": "first",
     "summary_use_proj": True,
@@ -59,10 +60,16 @@ class XLMConverter(
             "kind: classifier, pooling: cls, pooler: false",
             "sequence_summary.summary  CLASSIFIER",
             labels=True,
-            fields=(Field("summary_first_dropout", "head.dropout", 0.1),),
+            fields=(SUMMARY_DROPOUT,),
         ),
         "ForTokenClassification": token_classifier(),
         "ForQuestionAnsweringSimple": QUESTION_ANSWERING,
+        "ForMultipleChoice": task(  # summary (D -> num_labels) then logits_proj (-> 1): one linear
+            "kind: multiple_choice, pooling: cls, pooler: false",
+            "(sequence_summary.summary.weight,sequence_summary.summary.bias,logits_proj.weight,"
+            "logits_proj.bias)  CLASSIFIER_WEIGHT,CLASSIFIER_BIAS  compose  tensor",
+            fields=(SUMMARY_DROPOUT,),
+        ),
     }
     tensors = table(
         """
@@ -89,12 +96,12 @@ class XLMConverter(
         spec["embedding"]["n_langs"] = n_langs if config.get("use_lang_emb", True) else 0
         if spec["embedding"]["n_langs"] == 1:
             spec["embedding"]["n_langs"] = 0  # HF has no table for one language
-        if spec["head"]["kind"] == "classifier":
+        if spec["head"]["kind"] in ("classifier", "multiple_choice"):
             for key, value in SUMMARY.items():
                 if config.get(key, value) != value:
                     raise ConversionError(
                         f"config.json {key}={config[key]!r} is not supported for "
-                        f"XLMForSequenceClassification (only {value!r}: a linear on the first token)"
+                        f"XLM's sequence summary (only {value!r}: a linear on the first token)"
                     )
         if config.get("causal"):
             spec["family"] = "decoder"
