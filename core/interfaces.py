@@ -92,6 +92,8 @@ class Position(Component):
     """
 
     kind: ClassVar[str] = "position"
+    # the attentions that can apply it (terms made with each layer's own weights); () = any
+    attentions: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, cfg: Any = None, dims: Any = None, *, causal: bool = False) -> None:
         super().__init__(cfg, dims)

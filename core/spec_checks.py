@@ -106,6 +106,9 @@ def check_attention(
         report(
             kind_path, f"attention {att.name!r} cannot add the score bias of position {pos.name!r}"
         )
+    if pos.attentions and att.name not in pos.attentions:
+        names = " or ".join(repr(a) for a in pos.attentions)
+        report(kind_path, f"position {pos.name!r} is applied only by attention {names}")
     if stack.role.cross and not provides_cross(att):
         report(path, f"attention {att.name!r} cannot cross-attend, which a {which} stack needs")
 

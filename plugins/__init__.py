@@ -8,6 +8,7 @@ from archzoo.hooks import hookimpl
 
 from .attention.bigbird import BigBirdAttention
 from .attention.block_sparse import BlockSparseAttention
+from .attention.disentangled import DisentangledAttention
 from .attention.fixed import FixedAttention
 from .attention.local import LocalAttention
 from .attention.longformer import LongformerAttention
@@ -26,6 +27,7 @@ from .converters.big_bird import BigBirdConverter
 from .converters.bigbird_pegasus import BigBirdPegasusConverter
 from .converters.bloom import BloomConverter
 from .converters.ctrl import CTRLConverter
+from .converters.deberta import DebertaConverter, DebertaV2Converter
 from .converters.deepseek import DeepseekV3Converter
 from .converters.distilbert import DistilBertConverter
 from .converters.electra import ElectraConverter
@@ -77,6 +79,7 @@ from .head.token_classifier import TokenClassifierHead
 from .norm.layernorm import LayerNorm
 from .norm.rmsnorm import RMSNorm
 from .position.alibi import AlibiPosition
+from .position.deberta_relative import DebertaRelativePosition
 from .position.learned import LearnedPosition
 from .position.none import NoPosition
 from .position.relative import RelativePosition
@@ -96,6 +99,7 @@ BUILTIN_COMPONENTS = (
     AlibiPosition,
     RelativePosition,
     T5RelativePosition,
+    DebertaRelativePosition,
     NoPosition,
     MultiHeadAttention,
     LocalAttention,
@@ -105,6 +109,7 @@ BUILTIN_COMPONENTS = (
     BigBirdAttention,
     LongformerAttention,
     MultiHeadLatentAttention,
+    DisentangledAttention,
     LayerNorm,
     RMSNorm,
     PostLNBlock,
@@ -175,6 +180,8 @@ BUILTIN_CONVERTERS = (
     CTRLConverter(),
     ModernBertConverter(),
     XLMConverter(),
+    DebertaConverter(),
+    DebertaV2Converter(),
 )
 
 

@@ -643,3 +643,36 @@ PUBLISHED["bigbird-pegasus-large-arxiv"] = (
     ),
 )
 CAUSAL_LM["BigBirdPegasusConfig"] = "BigBirdPegasusForConditionalGeneration"
+
+# DeBERTa base sizes shared by v1 and v3 (microsoft/deberta-base, microsoft/deberta-v3-base)
+_DEBERTA = {
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+    "hidden_act": "gelu",
+    "max_position_embeddings": 512,
+    "relative_attention": True,
+    "max_relative_positions": -1,
+    "position_biased_input": False,
+    "type_vocab_size": 0,
+    "layer_norm_eps": 1e-7,
+    "pad_token_id": 0,
+}
+PUBLISHED["deberta-v3-base"] = (
+    "DebertaV2Config",
+    {
+        **_DEBERTA,
+        "vocab_size": 128100,
+        "position_buckets": 256,
+        "norm_rel_ebd": "layer_norm",
+        "share_att_key": True,
+        "pos_att_type": ["p2c", "c2p"],
+    },
+)
+CAUSAL_LM["DebertaV2Config"] = "DebertaV2ForMaskedLM"
+PUBLISHED["deberta-base"] = (
+    "DebertaConfig",
+    {**_DEBERTA, "vocab_size": 50265, "pos_att_type": "c2p|p2c"},
+)
+CAUSAL_LM["DebertaConfig"] = "DebertaForMaskedLM"

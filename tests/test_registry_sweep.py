@@ -23,6 +23,11 @@ BATCH, SRC_LEN, TGT_LEN = 2, 20, 14
 DEFAULT_HEAD = {"decoder": "lm", "encoder-decoder": "lm", "encoder": "mlm"}
 # Component parameters a tiny model needs where a default does not fit it: {"kind:name": {...}}.
 TINY_PARAMS: dict[str, dict] = {}
+# Components that only work together: the spec slots a component under test brings along.
+PARTNERS: dict[str, dict] = {
+    "position:deberta_relative": {"attention": "disentangled"},
+    "attention:disentangled": {"position": "deberta_relative"},
+}
 # Kinds placed in a decoder and an encoder-decoder model (attention adjusts by capability).
 STACK_KINDS = ("embedding", "position", "attention", "norm", "block", "ffn", "sharing")
 
@@ -77,6 +82,7 @@ def tiny_spec(cls: type[Component], family: str) -> dict:
     spec = {"name": f"tiny-{cls.kind}-{cls.name}", "family": family, **TINY}
     spec["head"] = {"kind": DEFAULT_HEAD[family]}
     spec[cls.kind] = comp
+    spec.update(PARTNERS.get(f"{cls.kind}:{cls.name}", {}))
     return spec
 
 

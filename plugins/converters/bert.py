@@ -19,18 +19,26 @@ from .common import (
     task,
 )
 
-LAYERS = """
-    encoder.layer.{i}.attention.self.(query,key,value)    QKV     fuse  # one GEMM, not three
-    encoder.layer.{i}.attention.self.(query,key,value)    Q,K,V         # or separate ones
+# a BERT layer after its self-attention (DeBERTa keeps these names)
+LAYER_OUTPUTS = """
     encoder.layer.{i}.attention.output.(dense,LayerNorm)  ATTN_OUT,ATTN_NORM
     encoder.layer.{i}.(intermediate.dense,output.dense)   FC_IN,FC_OUT
     encoder.layer.{i}.output.LayerNorm                    FFN_NORM
 """
+LAYERS = (
+    """
+    encoder.layer.{i}.attention.self.(query,key,value)    QKV     fuse  # one GEMM, not three
+    encoder.layer.{i}.attention.self.(query,key,value)    Q,K,V         # or separate ones
+"""
+    + LAYER_OUTPUTS
+)
 POOLER = ("pooler.dense.weight", "pooler.dense.bias")  # not part of an MLM model
 
 
-def bert_fields(*, dropout: float, activation: str) -> tuple[Field, ...]:
-    """BERT's config keys (ALBERT's too), with the defaults that differ between the two."""
+def bert_fields(
+    *, dropout: float, activation: str, types: int = 2, eps: float = 1e-12
+) -> tuple[Field, ...]:
+    """BERT's config keys (ALBERT's and DeBERTa's too), with the defaults that differ."""
     return (
         *SIZES,
         *parse_fields(
@@ -38,8 +46,8 @@ def bert_fields(*, dropout: float, activation: str) -> tuple[Field, ...]:
             max_position_embeddings         max_len
             hidden_dropout_prob             dropout                     {dropout}
             attention_probs_dropout_prob    attention_dropout           {dropout}
-            type_vocab_size                 embedding.type_vocab_size   2
-            layer_norm_eps                  norm.eps                    1e-12
+            type_vocab_size                 embedding.type_vocab_size   {types}
+            layer_norm_eps                  norm.eps                    {eps}
             hidden_act                      ffn.activation      {activation}    ACTIVATION
             """,
             ACTIVATION=ACTIVATION,
