@@ -166,18 +166,8 @@ def test_unsupported_settings_are_refused_naming_the_key(tmp_path, key, value):
         archzoo.from_hf(directory)
 
 
-def test_position_needs_the_disentangled_attention():
-    spec = {
-        "family": "encoder",
-        "vocab_size": V,
-        "d_model": 32,
-        "n_layers": 1,
-        "n_heads": 4,
-        "d_ff": 64,
-        "max_len": 64,
-        "position": "deberta_relative",
-        "attention": "mha",
-    }
+def test_position_needs_the_disentangled_attention(tiny_sizes):
+    spec = {"family": "encoder", **tiny_sizes, "position": "deberta_relative"}
     with pytest.raises(Exception, match="'deberta_relative' is applied only by attention"):
         archzoo.build_model(spec)
 

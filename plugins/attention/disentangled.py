@@ -10,14 +10,13 @@ stays O(B H T T) like the scores themselves.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from archzoo.component import Capabilities, param
+from archzoo.component import param
 from archzoo.interfaces import Attention, AttentionContext
 
 from .mha import MultiHeadAttention
@@ -25,15 +24,9 @@ from .mha import MultiHeadAttention
 TERMS = ("c2p", "p2c")
 
 
-class DisentangledAttention(Attention):
-    name = "disentangled"
-    summary = (
-        "DeBERTa's attention: content scores plus content->position and position->content "
-        "terms over the stack's shared relative table, via SDPA"
-    )
-    capabilities = Capabilities()
+class DisentangledAttention(Attention, name="disentangled"):
+    """DeBERTa's attention: content plus c2p / p2c terms over a shared relative table (SDPA)"""
 
-    @dataclass
     class Config:
         terms: list[Literal["c2p", "p2c"]] = param(
             ["c2p", "p2c"], "relative terms (HF pos_att_type): content->position, position->content"

@@ -61,10 +61,7 @@ def attention_terms(config: dict[str, Any]) -> list[str]:
     return sorted(terms)  # c2p before p2c: the order does not change the scores
 
 
-class DebertaConverter(Converter):
-    model_type = "deberta"
-    hf_prefix = "Deberta"
-    family = "encoder"
+class DebertaConverter(Converter, model_type="deberta", hf_prefix="Deberta", family="encoder"):
     fixed = spec_parts(
         "block: post_ln, norm: layernorm, ffn: mlp, embedding: {kind: token, norm: true}",
         "attention: {kind: disentangled, share_key: false, bias: qv, position_key_bias: false}",
@@ -169,9 +166,7 @@ class DebertaConverter(Converter):
         return super().import_state(src, config, names, ctx)
 
 
-class DebertaV2Converter(DebertaConverter):
-    model_type = "deberta-v2"
-    hf_prefix = "DebertaV2"
+class DebertaV2Converter(DebertaConverter, model_type="deberta-v2", hf_prefix="DebertaV2"):
     fixed = spec_parts(
         "block: post_ln, norm: layernorm, ffn: mlp, embedding: {kind: token, norm: true}",
         "attention: {kind: disentangled, bias: qkv, position_key_bias: true}",

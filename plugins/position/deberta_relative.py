@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from archzoo.component import Capabilities, param
+from archzoo.component import param
 from archzoo.interfaces import Position
 
 from .learned import LearnedPosition
@@ -40,16 +40,11 @@ class RelativeTable:
     table: Tensor  # (2 * span, d_model): the relative embeddings (normalised when asked)
 
 
-class DebertaRelativePosition(Position):
-    name = "deberta_relative"
-    summary = (
-        "DeBERTa's shared relative-distance embeddings (clipped or log-bucketed) for the "
-        "disentangled attention; optionally learned absolute vectors too"
-    )
-    capabilities = Capabilities(bias=True, embed=True)
+class DebertaRelativePosition(Position, name="deberta_relative", bias=True, embed=True):
+    """DeBERTa's relative-distance table (clipped or log-bucketed), optional absolute vectors"""
+
     attentions = ("disentangled",)  # its terms use each layer's projections
 
-    @dataclass
     class Config:
         max_distance: int = param(
             512, "distances clip to [-k, k) (HF max_relative_positions)", min=2, max=1 << 20
