@@ -7,6 +7,7 @@ from typing import Any
 from archzoo.hooks import hookimpl
 
 from .attention.bigbird import BigBirdAttention
+from .attention.block_local import BlockLocalAttention
 from .attention.block_sparse import BlockSparseAttention
 from .attention.disentangled import DisentangledAttention
 from .attention.fixed import FixedAttention
@@ -15,6 +16,7 @@ from .attention.longformer import LongformerAttention
 from .attention.mha import MultiHeadAttention
 from .attention.mla import MultiHeadLatentAttention
 from .attention.strided import StridedAttention
+from .attention.transient_global import TransientGlobalAttention
 from .block.parallel import ParallelBlock
 from .block.post_ln import PostLNBlock
 from .block.pre_ln import PreLNBlock
@@ -43,6 +45,7 @@ from .converters.gpt_oss import GptOssConverter
 from .converters.gptj import GPTJConverter
 from .converters.llama import LlamaConverter
 from .converters.longformer import LongformerConverter
+from .converters.longt5 import LongT5Converter
 from .converters.m2m_100 import M2M100Converter
 from .converters.marian import MarianConverter
 from .converters.mbart import MBartConverter
@@ -86,6 +89,7 @@ from .position.relative import RelativePosition
 from .position.rotary import RotaryPosition
 from .position.sinusoidal import SinusoidalPosition
 from .position.t5_relative import T5RelativePosition
+from .position.t5_windowed import T5WindowedPosition
 from .sharing.all import AllSharing
 from .sharing.groups import GroupSharing
 from .sharing.none import NoSharing
@@ -100,6 +104,7 @@ BUILTIN_COMPONENTS = (
     RelativePosition,
     T5RelativePosition,
     DebertaRelativePosition,
+    T5WindowedPosition,
     NoPosition,
     MultiHeadAttention,
     LocalAttention,
@@ -108,6 +113,8 @@ BUILTIN_COMPONENTS = (
     BlockSparseAttention,
     BigBirdAttention,
     LongformerAttention,
+    BlockLocalAttention,
+    TransientGlobalAttention,
     MultiHeadLatentAttention,
     DisentangledAttention,
     LayerNorm,
@@ -146,6 +153,7 @@ BUILTIN_CONVERTERS = (
     BigBirdPegasusConverter(),
     GPT2Converter(),
     T5Converter(),
+    LongT5Converter(),
     BartConverter(),
     LlamaConverter(),
     BloomConverter(),

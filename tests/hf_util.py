@@ -121,6 +121,24 @@ def assert_causal_lm_equal(ref: torch.nn.Module, ours, *, vocab: int = V) -> Non
         assert abs(got.aux_loss.item() - want.aux_loss.item()) <= 1e-5
 
 
+def assert_seq2seq_equal(ref: torch.nn.Module, ours, inputs: tuple, directory: Path) -> None:
+    """Logits within 1e-4 and the `labels` loss within 1e-5 of transformers' for inputs
+    (ids, mask, decoder ids); saved to and loaded from `directory` bit-identically."""
+    import archzoo
+
+    ids, mask, dec = inputs
+    labels = dec.roll(-1, 1)
+    with torch.no_grad():
+        want = ref(input_ids=ids, attention_mask=mask, decoder_input_ids=dec, labels=labels)
+        got = ours(ids, attention_mask=mask, decoder_input_ids=dec, labels=labels)
+    assert (want.logits - got.logits).abs().max().item() <= 1e-4
+    assert abs(want.loss.item() - got.loss.item()) <= 1e-5
+    archzoo.save(ours, directory / "m.safetensors")
+    again = archzoo.load(directory / "m.safetensors")
+    a, b = ours.state_dict(), again.state_dict()
+    assert again.spec == ours.spec and all(torch.equal(a[k], b[k]) for k in a)
+
+
 def assert_greedy_equal(ref: torch.nn.Module, ours, *, vocab: int = V) -> None:
     """20 greedy tokens with the cache, for one prompt and a left-padded batch of two, are
     transformers' tokens."""

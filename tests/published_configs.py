@@ -676,3 +676,20 @@ PUBLISHED["deberta-base"] = (
     {**_DEBERTA, "vocab_size": 50265, "pos_att_type": "c2p|p2c"},
 )
 CAUSAL_LM["DebertaConfig"] = "DebertaForMaskedLM"
+
+# LongT5-TGlobal base: google/long-t5-tglobal-base's config.json, its architecture keys as
+# written (transformers 5 ties the head whatever tie_word_embeddings says; it only decides
+# the d_model^-0.5 rescale)
+PUBLISHED["long-t5-tglobal-base"] = (
+    "LongT5Config",
+    json.loads(
+        """{"vocab_size": 32128, "d_model": 768, "d_kv": 64, "d_ff": 2048, "num_layers": 12,
+        "num_decoder_layers": 12, "num_heads": 12, "local_radius": 127, "global_block_size": 16,
+        "encoder_attention_type": "transient-global", "feed_forward_proj": "gated-gelu",
+        "relative_attention_num_buckets": 32, "relative_attention_max_distance": 128,
+        "layer_norm_epsilon": 1e-06, "dropout_rate": 0.1, "n_positions": 4096,
+        "tie_word_embeddings": false, "pad_token_id": 0, "eos_token_id": 1,
+        "decoder_start_token_id": 0}"""
+    ),
+)
+CAUSAL_LM["LongT5Config"] = "LongT5ForConditionalGeneration"

@@ -49,6 +49,23 @@ EXTRA = {
     "openai-gpt": {"n_inner": None},
     "gptj": {"rotary_dim": 4},  # its MLP is always 4 x n_embd
     "longformer": {"attention_window": [4, 6]},  # a window per layer: layers: overrides
+    "deepseek_v3": {  # a routed layer after a dense one, group routing, small MLA, YaRN
+        "first_k_dense_replace": 1,
+        "n_group": 2,
+        "topk_group": 1,
+        "q_lora_rank": 24,
+        "kv_lora_rank": 16,
+        "qk_nope_head_dim": 8,
+        "v_head_dim": 8,
+        "rope_parameters": {
+            "rope_type": "yarn",
+            "rope_theta": 10000.0,
+            "factor": 4.0,
+            "original_max_position_embeddings": 16,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+        },
+    },
 }
 SPECIAL_IDS = {
     "pad_token_id": 0,
@@ -115,19 +132,7 @@ def max_diff(a, b, mask) -> float:
     return (a[keep] - b[keep]).abs().max().item()
 
 
-# types whose converter has no `adjust_config` yet for what its `adjust` computes
-NO_CONFIG_INVERSE = {"deepseek_v3": "MLA sizes, group routing and dense layers not written back"}
-
-
-@pytest.mark.parametrize(
-    "model_type",
-    [
-        pytest.param(t, marks=pytest.mark.xfail(strict=True, reason=NO_CONFIG_INVERSE[t]))
-        if t in NO_CONFIG_INVERSE
-        else t
-        for t in TYPES
-    ],
-)
+@pytest.mark.parametrize("model_type", TYPES)
 def test_every_type_round_trips_into_transformers(tmp_path, model_type):
     ref = tiny_hf(model_type)
     ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf"))

@@ -22,7 +22,10 @@ BATCH, SRC_LEN, TGT_LEN = 2, 20, 14
 # The head a family is built with when the component under test is not a head.
 DEFAULT_HEAD = {"decoder": "lm", "encoder-decoder": "lm", "encoder": "mlm"}
 # Component parameters a tiny model needs where a default does not fit it: {"kind:name": {...}}.
-TINY_PARAMS: dict[str, dict] = {}
+TINY_PARAMS: dict[str, dict] = {
+    "attention:block_local": {"radius": 3},  # several blocks of 4 in SRC_LEN
+    "attention:transient_global": {"radius": 3, "global_block": 4},
+}
 # Components that only work together: the spec slots a component under test brings along.
 PARTNERS: dict[str, dict] = {
     "position:deberta_relative": {"attention": "disentangled"},

@@ -10,6 +10,7 @@ import torch
 import transformers as hf
 from hf_util import (
     V,
+    assert_seq2seq_equal,
     assert_seq2seq_generation_equal,
     max_diff_unpadded,
     padded_batch,
@@ -77,17 +78,7 @@ def test_logits_and_loss_equal_hf_and_reload_is_bit_identical(tmp_path, model_ty
     assert ours.num_parameters() == sum(p.numel() for p in model.parameters()) - sum(
         m.weight.numel() for m in model.modules() if hasattr(m, "create_weight")
     )
-    ids, mask, dec = batch()
-    labels = dec.roll(-1, 1)
-    with torch.no_grad():
-        ref = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec, labels=labels)
-        got = ours(ids, attention_mask=mask, decoder_input_ids=dec, labels=labels)
-    assert (ref.logits - got.logits).abs().max().item() <= 1e-4
-    assert abs(ref.loss.item() - got.loss.item()) <= 1e-5
-    archzoo.save(ours, tmp_path / "m.safetensors")
-    again = archzoo.load(tmp_path / "m.safetensors")
-    a, b = ours.state_dict(), again.state_dict()
-    assert again.spec == ours.spec and all(torch.equal(a[k], b[k]) for k in a)
+    assert_seq2seq_equal(model, ours, batch(), tmp_path)
 
 
 @pytest.mark.parametrize("model_type", sorted(TYPES))

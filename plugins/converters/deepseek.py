@@ -4,9 +4,11 @@ group-limited routing and a shared expert after `first_k_dense_replace` dense la
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from archzoo.converter import parse_fields, spec_parts
+from archzoo.plan import layer_components, stack_config
 
 from .common import PAD, SIZES, decoder_tasks, lm_task, table
 from .experts import GATE_UP_DOWN_PROJ
@@ -100,3 +102,13 @@ class DeepseekV3Converter(
             spec["layers"] = [
                 {"select": list(range(dense)), "ffn": {"kind": "glu", "activation": "swiglu"}}
             ]
+
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        """The inverse of `adjust`: rotary interleaving and the count of leading dense layers
+        (the YaRN scale follows from rope_parameters; dense layers elsewhere read back as
+        routed, so export's round trip names them)."""
+        super().adjust_config(config, spec)
+        config["rope_interleave"] = bool(spec["position"].get("interleaved", False))
+        layers = layer_components(stack_config(dict(spec), "decoder"))
+        dense = [i for i, c in enumerate(layers) if c["ffn"]["kind"] != "moe"]
+        config["first_k_dense_replace"] = len(dense)

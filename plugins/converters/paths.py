@@ -16,6 +16,7 @@ POSITION = "{s}.position.table"  # learned table or T5's bucket bias
 RELATIVE, RELATIVE_NORM = "{s}.position.relative", "{s}.position.norm"  # deberta_relative
 ABSOLUTE = "{s}.position.absolute.table"  # deberta_relative absolute: its learned table
 POSITION_LAYER = "{s}.position.tables.{i}"  # t5_relative per_layer: layer i's bias (UMT5)
+POSITION_GLOBAL = "{s}.position.global_table"  # t5_windowed: bias toward global summaries
 FINAL_NORM = "{s}.final_norm"
 
 BLOCK = "{s}.blocks.{i}."
@@ -34,6 +35,7 @@ Q_NORM, K_NORM = BLOCK + "attention.q_norm", BLOCK + "attention.k_norm"  # mha q
 Q_BIAS, V_BIAS = BLOCK + "attention.q_bias", BLOCK + "attention.v_bias"  # disentangled qv
 POSITION_KEY = BLOCK + "attention.position_key"  # disentangled: c2p table projection
 POSITION_QUERY = BLOCK + "attention.position_query"  # disentangled: p2c table projection
+GLOBAL_NORM = BLOCK + "attention.global_norm"  # transient_global: norm of the summaries
 SINKS = BLOCK + "attention.sinks"  # mha sinks: (H,) per-head sink logits
 ROUTER = BLOCK + "ffn.router"  # moe: (E, D) router
 EXPERTS_IN, EXPERTS_OUT = BLOCK + "ffn.w_in", BLOCK + "ffn.w_out"  # moe: (E, D, 2F), (E, F, D)
