@@ -46,6 +46,7 @@ class Capabilities:
     kv_cache: bool = False  # attention: supports incremental decoding
     aux_loss: bool = False  # any: adds an auxiliary training loss (combine_aux_loss)
     generates: bool = False  # head: its logits score the next token, so `generate` can use it
+    token_ids: bool = False  # head: forward and hidden_loss take input_ids= (pooling at a token)
     choices: bool = False  # head: inputs are (B, C, T), one sequence per choice (multiple choice)
 
 

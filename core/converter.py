@@ -12,7 +12,7 @@ import ast
 import copy
 from collections import ChainMap
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from dataclasses import replace as _replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -224,6 +224,8 @@ class Task:
     family: str | None = None  # when the architecture changes it (T5EncoderModel: encoder)
     pooler: str | None = None  # an HF tensor whose presence turns the head's `pooler` on
     labels: bool = False  # num_labels, id2label (and problem_type) from config.json
+    ignore: tuple[str, ...] = ()  # HF tensors this architecture has and does not use
+    fixed: Mapping[str, Any] = field(default_factory=dict)  # spec path -> value it sets
 
 
 def _labels(config: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -257,6 +259,7 @@ class Converter:
     tasks: ClassVar[Mapping[str, Task]] = {}  # architecture suffix -> task ("Model": headless)
     # without `architectures` and without head tensors (default: the first task but `Model`)
     default_task: ClassVar[str] = ""
+    refused: ClassVar[Mapping[str, str]] = {}  # HF architecture suffix -> why it is not imported
 
     def __init_subclass__(cls, **declared: str) -> None:
         """Declare the type in the class line: `class X(Converter, model_type="x",
@@ -283,13 +286,14 @@ class Converter:
             for key in self.tasks:
                 if arch == self.hf_prefix + key:
                     return key
+            why = next((w for k, w in self.refused.items() if arch == self.hf_prefix + k), None)
             if not self.hf_prefix or not arch.startswith(self.hf_prefix):  # a subclass's type
                 ends = [key for key in self.tasks if arch.endswith(key)]
                 if ends:
                     return max(ends, key=len)
             raise ConversionError(
                 f"config.json architectures={archs!r}: not supported for model_type "
-                f"{self.model_type!r}; supported: "
+                f"{self.model_type!r}{'' if why is None else f' ({why})'}; supported: "
                 + ", ".join(self.hf_prefix + key for key in self.tasks)
             )
         names = set(tensor_names)
@@ -313,7 +317,8 @@ class Converter:
         base = self.base_table(spec)
         if task not in self.tasks:
             return base
-        return _replace(base, rules=base.rules + self.tasks[task].rules)
+        own = self.tasks[task]
+        return _replace(base, rules=base.rules + own.rules, ignore=base.ignore + own.ignore)
 
     def export_prefix(self, task: str | None = None) -> str:
         """The prefix an export writes under: none for the headless `Model`, else the first
@@ -342,16 +347,24 @@ class Converter:
                 )
             if task.labels:
                 spec["head"].update(_labels(config, spec["head"]["kind"]))
+            for path, value in task.fixed.items():
+                set_path(spec, path, copy.deepcopy(value))
         for f in (*(task.fields if task else ()), *self.fields):  # the type's own win
             value = get(config, f.hf, f.default)
             if f.values is not None:
                 value = f.values.read(value, f.hf.split("|")[0])
             for path in f.paths:
                 set_path(spec, path, value)
-        if spec["family"] != "encoder-decoder":
-            spec.pop("decoder", None)  # per-stack sizes of a stack this task does not have
+        if spec["family"] != "encoder-decoder":  # per-stack sizes: the decoder's, if kept
+            sizes = spec.pop("decoder", None) or {}
+            if self._decoder_only(task):
+                spec.update(sizes)
         self.adjust(spec, config)
         return spec
+
+    def _decoder_only(self, task: Task | None) -> bool:
+        """Whether `task` keeps only the decoder of an encoder-decoder type (...ForCausalLM)."""
+        return task is not None and task.family == "decoder" and self.family == "encoder-decoder"
 
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
         """Spec parts the table cannot state (computed from several keys); none by default."""
@@ -380,6 +393,8 @@ class Converter:
         config: dict[str, Any] = {"model_type": self.model_type, **self.requires}
         config.update({k: spec.get(k) for k in (*SPECIAL_TOKENS, "pad_token_id")})
         chosen = self.tasks.get(task or self.default_task) if self.tasks else None
+        if self._decoder_only(chosen):  # the decoder's sizes are the spec's own
+            spec = {**spec, "decoder": spec}
         for f in (*(chosen.fields if chosen else ()), *self.fields):  # the type's own win
             try:
                 value = read_path(spec, f.paths[0])

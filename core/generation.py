@@ -67,8 +67,8 @@ class _Runner:
 
     def start(self, ids: Tensor) -> Tensor:
         """Run the prompt (B, L); return logits (B, V) for the next token."""
-        if self.mask is not None:  # left padding: real tokens count from 0, pads sit at 0
-            pos = (self.mask.long().cumsum(-1) - 1).masked_fill(self.mask == 0, 0)
+        if self.mask is not None:  # left padding: the position scheme numbers the prompt
+            pos = self.model.decoder.position.prompt_ids(self.mask)
         else:
             pos = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
         self.ids, self.positions = ids, pos

@@ -97,10 +97,17 @@ def probe_batch(spec: Spec) -> tuple[dict[str, Tensor], Tensor]:
         cut = max(1, length - 3)
         ids[1, cut:], mask[1, cut:] = pad, 0
     inputs = {"input_ids": ids, "attention_mask": mask}
+    eos = (data.get("head") or {}).get("eos_token_id")
+    if eos is not None:  # a head pooling at a token: once per row, as its last real token
+        ids[ids == eos] = next(t for t in range(3) if t not in (pad, eos))
+        ids[torch.arange(batch), mask.sum(1) - 1] = eos
     if spec.family == "encoder-decoder":
         dec = torch.randint(0, vocab, (batch, min(5, length)), generator=g)
         if pad is not None:
             dec[dec == pad] = (pad + 1) % vocab
+        if eos is not None:  # the decoder pools where input_ids hold eos: ids shifted right
+            start = data.get("decoder_start_token_id") or 0
+            dec = torch.cat([torch.full((batch, 1), start), ids[:, :-1]], dim=1)
         inputs["decoder_input_ids"] = dec
     return inputs, mask
 

@@ -127,6 +127,11 @@ class Position(Component):
         B, T = input_ids.shape
         return torch.arange(past, past + T, device=input_ids.device).expand(B, T)
 
+    def prompt_ids(self, attention_mask: Tensor) -> Tensor:
+        """(B, L) ids of a padded prompt in `generate`: real tokens count from 0, as
+        transformers' generate numbers them (pads 0)."""
+        return (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
+
     def prepare(self, q_pos: Tensor, k_pos: Tensor) -> Any:
         """Per-forward state from (B, Tq) query and (B, Tk) key positions."""
         return None
@@ -421,10 +426,15 @@ class Head(Component):
         return self.loss(logits, labels)
 
     def hidden_loss(
-        self, hidden: Tensor, labels: Tensor, attention_mask: Tensor | None = None
+        self,
+        hidden: Tensor,
+        labels: Tensor,
+        attention_mask: Tensor | None = None,
+        **inputs: Tensor,
     ) -> Tensor:
-        """The loss straight from hidden states, for when the logits are not wanted."""
-        logits = self(hidden, attention_mask)
+        """The loss straight from hidden states, for when the logits are not wanted (`inputs`:
+        input_ids for a head with the token_ids capability)."""
+        logits = self(hidden, attention_mask, **inputs)
         if logits is None:
             raise ValueError(f"head {self.name!r} makes no logits, so labels cannot be used")
         return self.masked_loss(logits, labels, attention_mask)

@@ -379,11 +379,12 @@ class ZooModel(nn.Module):
         if choices is not None:  # the head sees each example's choices together
             head_hidden = hidden.view(*choices, *hidden.shape[1:])  # (B, C, T, D)
             mask = None if mask is None else mask.view(*choices, -1)  # (B, C, T)
-        out = self.head(head_hidden, mask) if return_logits else None  # logits, or HF-named outputs
+        ids = {"input_ids": input_ids} if self.head.capabilities.token_ids else {}  # the model's
+        out = self.head(head_hidden, mask, **ids) if return_logits else None  # logits or HF names
         named = out if isinstance(out, dict) else {"logits": out}
         loss = None
         if labels is not None and not return_logits:
-            loss = self.head.hidden_loss(head_hidden, labels, mask)
+            loss = self.head.hidden_loss(head_hidden, labels, mask, **ids)
         elif labels is not None:
             if out is None or not any(k.endswith("logits") for k in named):
                 raise ValueError(

@@ -16,7 +16,7 @@ import archzoo
 from archzoo.cli.main import main
 from archzoo.converter import Converter
 from archzoo.hf_express import ExportError
-from archzoo.hf_probe import model_class
+from archzoo.hf_probe import model_class, probe_batch
 from archzoo.registry import get_registry
 
 V = 96
@@ -182,6 +182,8 @@ def test_zoo_specs_export_to_their_hf_type_with_equal_logits(tmp_path, name):
         ("gpt2", "ForTokenClassification", "token_classifier"),
         ("llama", "Model", "none"),
         ("t5", "EncoderModel", "none"),
+        ("bart", "ForSequenceClassification", "classifier"),
+        ("umt5", "ForSequenceClassification", "classifier"),
     ],
 )
 def test_task_heads_export_as_their_architecture(tmp_path, model_type, task, head):
@@ -192,6 +194,8 @@ def test_task_heads_export_as_their_architecture(tmp_path, model_type, task, hea
     assert report["architecture"] == type(ref).__name__
     back = loaded(type(ref), tmp_path / "out")
     inputs, mask = batch(ours.family == "encoder-decoder", pad=None)
+    if ours.spec.data["head"].get("pooling") == "eos":  # rows end in <eos>, decoder shifted
+        inputs, mask = probe_batch(ours.spec)
     name = "last_hidden_state" if head == "none" else "logits"
     with torch.no_grad():
         a, b = getattr(ref(**inputs), name), getattr(back(**inputs), name)

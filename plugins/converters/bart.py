@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from archzoo.converter import Converter, parse_fields, spec_parts
 
-from .common import ACTIVATION, HEADLESS, QUESTION_ANSWERING, TASK_LM, table, task, tie
+from .common import (
+    ACTIVATION,
+    DECODER_LM,
+    HEADLESS,
+    QUESTION_ANSWERING,
+    TASK_LM,
+    eos_classifier,
+    table,
+    task,
+    tie,
+)
 
 # The size and dropout keys of the BART family (BART, mBART, Marian, Pegasus, M2M-100).
 BART_FIELDS = parse_fields(
@@ -61,5 +71,7 @@ class BartConverter(Converter, model_type="bart", hf_prefix="Bart", family="enco
         "Model": HEADLESS,
         "ForConditionalGeneration": LM_FIXED_BIAS,
         "ForQuestionAnswering": QUESTION_ANSWERING,  # on the decoder's states
+        "ForSequenceClassification": eos_classifier(2),
+        "ForCausalLM": DECODER_LM,
     }
     tensors = table(BART_TENSORS, prefixes=("model.", ""), stacks=BART_STACKS)

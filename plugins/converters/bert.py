@@ -9,6 +9,7 @@ from archzoo.converter import Converter, Field, get, parse_fields, spec_parts
 
 from .common import (
     ACTIVATION,
+    AS_DECODER,
     BERT_BUFFERS,
     BERT_EMBEDDINGS,
     PAD,
@@ -75,6 +76,11 @@ class BertConverter(Converter, model_type="bert", hf_prefix="Bert", family="enco
             "cls.predictions.", "transform.dense", "transform.LayerNorm", mlm_activation("gelu")
         ),
     )
+    refused = {
+        "LMHeadModel": AS_DECODER,
+        "ForNextSentencePrediction": "a next-sentence head alone: archzoo has no such head "
+        "(ForPreTraining imports its masked-LM head and skips this one)",
+    }
     tensors = table(
         BERT_EMBEDDINGS + LAYERS,
         prefixes=("bert.", ""),
@@ -84,6 +90,7 @@ class BertConverter(Converter, model_type="bert", hf_prefix="Bert", family="enco
 
 
 class RobertaConverter(BertConverter, model_type="roberta", hf_prefix="Roberta"):
+    refused = {"ForCausalLM": AS_DECODER}
     fixed = {  # positions counted over real tokens from padding_idx + 1, as HF numbers them
         **BertConverter.fixed,
         **spec_parts("position: {kind: learned, offset: 0, count: tokens}"),

@@ -63,6 +63,12 @@ def task(head: str, rules: str = "", *, base: str = "", **options: Any) -> Task:
 
 
 HEADLESS = task("kind: none")
+# Why a type's architecture is refused (Converter.refused), where several types share it
+AS_DECODER = (
+    "the encoder run as a causal decoder (is_decoder, cross-attention): archzoo imports "
+    "this type as a bidirectional encoder"
+)
+TWO_HEADS = "an LM head and a multiple-choice head at once: an archzoo model has one head"
 QUESTION_ANSWERING = task("kind: question_answering", "qa_outputs  QA")
 
 
@@ -72,6 +78,32 @@ def token_classifier(module: str = "classifier") -> Task:
 
 
 TASK_LM = "lm_head  LM_PROJ\n"
+
+
+def eos_classifier(eos_default: int) -> Task:
+    """BART's and T5's ...ForSequenceClassification: the decoder state at the last <eos> of
+    input_ids, dense + tanh + out_proj (classification_head)."""
+    return task(
+        "kind: classifier, pooling: eos, pooler: true",
+        "classification_head.(dense,out_proj)  HEAD_POOLER,CLASSIFIER",
+        labels=True,
+        fields=(
+            Field("eos_token_id", "head.eos_token_id", eos_default),
+            Field("classifier_dropout", "head.dropout", 0.0),
+        ),
+    )
+
+
+# An encoder-decoder's decoder alone as a causal LM (BartForCausalLM and kin): transformers
+# builds (and saves) its cross-attention, which no input reaches; positions by index always
+DECODER_LM = task(
+    "kind: lm, shift: false",  # transformers scores labels as given, unshifted
+    TASK_LM,
+    fields=(tie(True),),
+    family="decoder",
+    ignore=("layers.{i}.encoder_attn.{m}.{p}", "layers.{i}.encoder_attn_layer_norm.{p}"),
+    fixed={"position.count": "absolute"},
+)
 
 
 def lm_task(default_tie: bool, rules: str = TASK_LM) -> Task:

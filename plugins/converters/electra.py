@@ -10,6 +10,7 @@ from archzoo.converter import Field, get
 from .bert import LAYERS, BertConverter, bert_fields
 from .common import (
     ACTIVATION,
+    AS_DECODER,
     BERT_BUFFERS,
     BERT_EMBEDDINGS,
     HEADLESS,
@@ -59,6 +60,7 @@ class ElectraConverter(BertConverter, model_type="electra", hf_prefix="Electra")
             fields=(Field("summary_activation", "head.pooler_activation", "gelu", ACTIVATION),),
         ),
     }
+    refused = {"ForCausalLM": AS_DECODER}
     tensors = table(
         BERT_EMBEDDINGS + "embeddings_project  EMBED_PROJECT\n" + LAYERS,
         prefixes=("electra.", ""),

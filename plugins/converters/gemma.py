@@ -11,7 +11,7 @@ from .llama import LlamaConverter
 GATED = Values({"gelu_pytorch_tanh": "geglu_tanh", "gelu": "geglu", "silu": "swiglu"})
 
 
-class GemmaConverter(LlamaConverter, model_type="gemma"):
+class GemmaConverter(LlamaConverter, model_type="gemma", hf_prefix="Gemma"):
     requires = {}
     fixed = {
         **LlamaConverter.fixed,

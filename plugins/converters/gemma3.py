@@ -54,6 +54,7 @@ class Gemma3TextConverter(Gemma2Converter, model_type="gemma3_text", hf_prefix="
         **decoder_tasks("ForCausalLM", capped_lm_task(), token="score"),
         "TextModel": HEADLESS,  # Gemma3TextModel (Gemma3Model is the multimodal one)
     }
+    tasks["TextForSequenceClassification"] = tasks["ForSequenceClassification"]  # text-only
     tensors = table(
         SANDWICH_TENSORS + MLP_TENSORS + QK_NORM_TENSORS,
         prefixes=("model.", "transformer.", ""),

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from archzoo.converter import Converter, Field, Values, parse_fields, spec_parts
 
-from .common import ACTIVATION, GPT2_TABLES_AND_NORMS, PAD, decoder_tasks, lm_task, table
+from .common import (
+    ACTIVATION,
+    GPT2_TABLES_AND_NORMS,
+    PAD,
+    TWO_HEADS,
+    decoder_tasks,
+    lm_task,
+    table,
+)
 
 
 class GPT2Converter(Converter, model_type="gpt2", hf_prefix="GPT2", family="decoder"):
@@ -35,6 +43,7 @@ class GPT2Converter(Converter, model_type="gpt2", hf_prefix="GPT2", family="deco
         *PAD,
     )
     tasks = decoder_tasks("LMHeadModel", lm_task(True))
+    refused = {"DoubleHeadsModel": TWO_HEADS}
     tensors = table(
         GPT2_TABLES_AND_NORMS
         + """

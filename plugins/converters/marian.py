@@ -13,7 +13,7 @@ from archzoo.converter import ConversionError, Converter, TensorSource, get, spe
 from archzoo.plugins.position.sinusoidal import sinusoidal_table
 
 from .bart import BART_FIELDS, BART_STACKS, BART_TENSORS, LM_FIXED_BIAS
-from .common import HEADLESS, table
+from .common import DECODER_LM, HEADLESS, table
 
 
 class SavedSinusoidsConverter(Converter):
@@ -67,7 +67,7 @@ class MarianConverter(
         "attention: {kind: mha, fused_qkv: false, bias: true}",
     )
     fields = BART_FIELDS
-    tasks = {"Model": HEADLESS, "MTModel": LM_FIXED_BIAS}
+    tasks = {"Model": HEADLESS, "MTModel": LM_FIXED_BIAS, "ForCausalLM": DECODER_LM}
     # the sinusoidal table is saved as a frozen weight; archzoo computes it
     tensors = table(
         BART_TENSORS,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from archzoo.converter import Converter, spec_parts
 
 from .bart import BART_FIELDS, BART_STACKS, BART_TENSORS, LM_FIXED_BIAS
-from .common import HEADLESS, QUESTION_ANSWERING, table
+from .common import DECODER_LM, HEADLESS, QUESTION_ANSWERING, eos_classifier, table
 
 
 class MBartConverter(Converter, model_type="mbart", hf_prefix="MBart", family="encoder-decoder"):
@@ -21,5 +21,7 @@ class MBartConverter(Converter, model_type="mbart", hf_prefix="MBart", family="e
         "Model": HEADLESS,
         "ForConditionalGeneration": LM_FIXED_BIAS,
         "ForQuestionAnswering": QUESTION_ANSWERING,
+        "ForSequenceClassification": eos_classifier(2),
+        "ForCausalLM": DECODER_LM,
     }
     tensors = table(BART_TENSORS, prefixes=("model.", ""), stacks=BART_STACKS)

@@ -77,7 +77,9 @@ class ExpertsConverter:
         return self.per_expert.split(super().export_state(*args, **kwargs))
 
 
-class MixtralConverter(ExpertsConverter, MistralConverter, model_type="mixtral"):
+class MixtralConverter(
+    ExpertsConverter, MistralConverter, model_type="mixtral", hf_prefix="Mixtral"
+):
     per_expert = PerExpert.under("block_sparse_moe.experts.{e}", "w1", "w3", "w2")
     fixed = {**LlamaConverter.fixed, **SWIGLU_EXPERTS}
     fields = moe_fields(MistralConverter.fields, "router_jitter_noise  ffn.jitter  0.0")

@@ -7,7 +7,7 @@ from typing import Any
 
 from archzoo.converter import Converter, Values, parse_fields, spec_parts
 
-from .common import HEADLESS, lm_task, table, task
+from .common import HEADLESS, TWO_HEADS, lm_task, table, task
 from .gpt2 import GPT2Converter
 
 # transformers' GPT-1 `afn` names: its "gelu" is the tanh approximation (OpenAI's original)
@@ -38,6 +38,7 @@ class OpenAIGPTConverter(
             labels=True,
         ),
     }
+    refused = {"DoubleHeadsModel": TWO_HEADS}
     tensors = table(
         """
         tokens_embed            WORD

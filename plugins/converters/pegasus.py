@@ -5,7 +5,7 @@ from __future__ import annotations
 from archzoo.converter import spec_parts
 
 from .bart import LM_FIXED_BIAS
-from .common import HEADLESS
+from .common import DECODER_LM, HEADLESS
 from .marian import MarianConverter
 
 
@@ -17,4 +17,8 @@ class PegasusConverter(MarianConverter, model_type="pegasus", hf_prefix="Pegasus
         "position: {kind: sinusoidal, layout: halves}",
         "attention: {kind: mha, fused_qkv: false, bias: true}",
     )
-    tasks = {"Model": HEADLESS, "ForConditionalGeneration": LM_FIXED_BIAS}
+    tasks = {
+        "Model": HEADLESS,
+        "ForConditionalGeneration": LM_FIXED_BIAS,
+        "ForCausalLM": DECODER_LM,
+    }

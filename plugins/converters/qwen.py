@@ -32,7 +32,7 @@ class FullAttentionQwen(LlamaConverter):
     requires = {**LlamaConverter.requires, "use_sliding_window": False}
 
 
-class Qwen2Converter(FullAttentionQwen, model_type="qwen2"):
+class Qwen2Converter(FullAttentionQwen, model_type="qwen2", hf_prefix="Qwen2"):
     fixed = {
         **LlamaConverter.fixed,
         **spec_parts("attention: {kind: mha, fused_qkv: false, bias: true, out_bias: false}"),
@@ -40,7 +40,7 @@ class Qwen2Converter(FullAttentionQwen, model_type="qwen2"):
     fields = tuple(f for f in LlamaConverter.fields if f.hf != "attention_bias")
 
 
-class Qwen3Converter(FullAttentionQwen, model_type="qwen3"):
+class Qwen3Converter(FullAttentionQwen, model_type="qwen3", hf_prefix="Qwen3"):
     fixed = {
         **LlamaConverter.fixed,
         **spec_parts("attention: {kind: mha, fused_qkv: false, qk_norm: head}"),
@@ -50,7 +50,9 @@ class Qwen3Converter(FullAttentionQwen, model_type="qwen3"):
     )
 
 
-class Qwen3MoeConverter(ExpertsConverter, Qwen3Converter, model_type="qwen3_moe"):
+class Qwen3MoeConverter(
+    ExpertsConverter, Qwen3Converter, model_type="qwen3_moe", hf_prefix="Qwen3Moe"
+):
     per_expert = GATE_UP_DOWN_PROJ
     fixed = {**Qwen3Converter.fixed, **SWIGLU_EXPERTS}
     fields = moe_fields(

@@ -11,7 +11,7 @@ from archzoo.plan import layer_components, stack_config
 from .llama import LlamaConverter
 
 
-class SmolLM3Converter(LlamaConverter, model_type="smollm3"):
+class SmolLM3Converter(LlamaConverter, model_type="smollm3", hf_prefix="SmolLM3"):
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
         """`no_rope_layers[i] == 0`: layer i attends without rotary positions."""
         if config.get("use_sliding_window"):

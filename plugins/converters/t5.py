@@ -7,7 +7,7 @@ from typing import Any
 from archzoo.converter import Converter, Field, Values, get, parse_fields, spec_parts
 from archzoo.hf_tensors import TensorTable
 
-from .common import HEADLESS, QUESTION_ANSWERING, lm_task, table, task
+from .common import HEADLESS, QUESTION_ANSWERING, eos_classifier, lm_task, table, task
 
 FFN = Values(
     {
@@ -72,6 +72,7 @@ class T5Converter(Converter, model_type="t5", hf_prefix="T5", family="encoder-de
             "kind: token_classifier", "classifier  CLASSIFIER", family="encoder", labels=True
         ),
         "ForQuestionAnswering": QUESTION_ANSWERING,  # on the decoder's states
+        "ForSequenceClassification": eos_classifier(1),
     }
     tensors = t5_table("{s}.block.0.layer.0.SelfAttention.relative_attention_bias  POSITION")
 

@@ -1,4 +1,5 @@
-"""Sequence classification: pool (CLS, mean or last token), optional pooler, linear."""
+"""Sequence classification: pool (CLS, mean, last token or last <eos>), optional pooler,
+linear."""
 
 from __future__ import annotations
 
@@ -9,18 +10,21 @@ from torch import Tensor, nn
 
 from archzoo.component import dropout_param, param
 
-from .pooling import PooledHead, PoolerConfig, pool
+from .pooling import PooledHead, PoolerConfig, pool, pool_at_token
 
 
-class ClassifierHead(PooledHead, name="classifier"):
-    """pool the sequence (cls | mean | last), optional dense+activation pooler, then labels"""
+class ClassifierHead(PooledHead, name="classifier", token_ids=True):
+    """pool the sequence (cls | mean | last | eos), optional dense+activation pooler, then labels"""
 
     class Config(PoolerConfig):
         num_labels: int = param(
             2, "number of classes (1: regression with MSE)", min=1, max=1_000_000
         )
-        pooling: Literal["cls", "mean", "last"] = param(
-            "cls", "which vector represents the sequence"
+        pooling: Literal["cls", "mean", "last", "eos"] = param(
+            "cls", "which vector represents the sequence (eos: at the last eos_token_id)"
+        )
+        eos_token_id: int | None = param(
+            None, "pooling eos: the token id whose last place in input_ids is pooled", min=0
         )
         dropout: float | None = dropout_param("dropout before the classifier (null: model dropout)")
         bias: bool = param(True, "a bias on the classifier (decoder `score` layers have none)")
@@ -34,8 +38,20 @@ class ClassifierHead(PooledHead, name="classifier"):
         self.dropout = nn.Dropout(dims.dropout if cfg.dropout is None else cfg.dropout)
         self.classifier = nn.Linear(dims.d_model, cfg.num_labels, bias=cfg.bias)
 
-    def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
-        x = self.transform(pool(hidden, attention_mask, self.cfg.pooling))  # (B, D)
+    @classmethod
+    def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
+        if cfg.pooling == "eos" and cfg.eos_token_id is None:
+            return [("eos_token_id", "pooling: eos needs the eos_token_id to pool at")]
+        return []
+
+    def forward(
+        self, hidden: Tensor, attention_mask: Tensor | None = None, input_ids: Tensor | None = None
+    ) -> Tensor:
+        if self.cfg.pooling == "eos":
+            x = pool_at_token(hidden, input_ids, self.cfg.eos_token_id)  # (B, D)
+        else:
+            x = pool(hidden, attention_mask, self.cfg.pooling)  # (B, D)
+        x = self.transform(x)
         return self.classifier(self.dropout(x))  # (B, num_labels)
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:

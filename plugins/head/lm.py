@@ -27,7 +27,9 @@ class LMHead(Head, name="lm", generates=True):
             None, "soft-cap logits to cap * tanh(logits / cap) (Gemma 2)", gt=0.0
         )
         shift: bool | None = param(
-            None, "the loss scores position t against label t+1 (null: in a decoder; XLM's CLM: no)"
+            None,
+            "the loss scores position t against label t+1 (null: in a decoder; XLM's CLM and "
+            "BartForCausalLM: no, labels are already the targets)",
         )
 
     def __init__(self, cfg: Any, dims: Any, *, embedding: Embedding, family: str, **_: Any) -> None:

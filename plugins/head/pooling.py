@@ -1,5 +1,6 @@
-"""Sequence pooling (first token, mean, max, last real token) and the optional pooler
-(dense + activation, then a norm) that heads put before their output layer."""
+"""Sequence pooling (first token, mean, max, last real token, last place of a token id:
+BART's and T5's <eos>) and the optional pooler (dense + activation, then a norm) that heads
+put before their output layer."""
 
 from __future__ import annotations
 
@@ -26,10 +27,41 @@ def pool(hidden: Tensor, attention_mask: Tensor | None, how: str) -> Tensor:
         return (hidden * m).sum(1) / m.sum(1).clamp_min(1.0)
     if how == "max":  # padding never wins (sentence-transformers' max pooling)
         return hidden.masked_fill(m == 0, torch.finfo(hidden.dtype).min).amax(1)
-    # last real token: highest index with mask 1 (works for left and right padding)
+    return at_last(hidden, attention_mask.bool())  # the last real token (either padding side)
+
+
+def at_last(hidden: Tensor, hits: Tensor) -> Tensor:
+    """(B, T, D) states at each row's highest index where hits (B, T) is true -> (B, D)."""
     idx = torch.arange(hidden.shape[1], device=hidden.device)
-    last = (attention_mask.to(torch.long) * idx).argmax(dim=1)  # (B,)
+    last = torch.where(hits, idx, -1).amax(dim=1).clamp_min(0)  # (B,)
     return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+
+
+def pool_at_token(hidden: Tensor, input_ids: Tensor | None, token: int) -> Tensor:
+    """(B, T, D) -> (B, D): the state at each row's last `token` in input_ids; every row
+    must hold it equally often (transformers' BART/T5 classification refuses otherwise)."""
+    if input_ids is None:
+        raise ValueError(f"pooling: eos reads where token {token} is in input_ids; pass them")
+    if input_ids.shape != hidden.shape[:2]:
+        raise ValueError(
+            f"pooling: eos reads token {token} in input_ids {tuple(input_ids.shape)} but the "
+            f"states to pool are {tuple(hidden.shape[:2])}: an encoder-decoder pools decoder "
+            "states, so decoder_input_ids must be input_ids shifted right (as transformers "
+            "makes them)"
+        )
+    hits = input_ids == token  # (B, T)
+    if not torch.compiler.is_compiling() and hits.device.type != "meta":
+        counts = hits.sum(dim=1).tolist()
+        if min(counts) == 0:
+            raise ValueError(
+                f"pooling: eos: row {counts.index(0)} of input_ids has no token {token}"
+            )
+        if len(set(counts)) > 1:
+            raise ValueError(
+                f"pooling: eos: every row of input_ids must hold token {token} equally often "
+                f"(as transformers requires); the rows hold it {counts} times"
+            )
+    return at_last(hidden, hits)
 
 
 @dataclass

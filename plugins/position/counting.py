@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from archzoo.component import param
 
-COUNTS = ("index", "tokens")
+COUNTS = ("index", "tokens", "absolute")
 PAD_POSITION = -1  # the id a padding token gets when positions count tokens
 
 
@@ -16,8 +17,9 @@ def count_param() -> Any:
     """The `count` parameter of an embedded position: by index, or over non-pad tokens."""
     return param(
         "index",
-        "ids when none are given: by index, or tokens: real tokens count 0, 1, ... skipping "
-        "pad_token_id, pads get -1 (RoBERTa, M2M-100: left padding shifts nothing)",
+        "ids when none are given: by index (generate: a padded prompt's real tokens from 0); "
+        "tokens: real tokens count 0, 1, ... skipping pad_token_id, pads get -1 (RoBERTa, "
+        "M2M-100); absolute: by index, pads included, in generate too (BART-family decoders)",
         choices=COUNTS,
     )
 
@@ -39,6 +41,12 @@ class CountedPositions:
         if self.cfg.count == "tokens":
             return token_positions(input_ids, self.dims.pad_token_id, past)
         return super().position_ids(input_ids, past)  # type: ignore[misc]
+
+    def prompt_ids(self, attention_mask: Tensor) -> Tensor:
+        if self.cfg.count == "absolute":  # padding keeps its slots: ids by index
+            B, L = attention_mask.shape
+            return torch.arange(L, device=attention_mask.device).expand(B, L)
+        return super().prompt_ids(attention_mask)  # type: ignore[misc]
 
     @staticmethod
     def count_problems(cfg: Any, dims: Any) -> list[tuple[str, str]]:
