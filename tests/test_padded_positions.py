@@ -1,5 +1,5 @@
-"""Positions counted over real tokens (`count: tokens`): RoBERTa, XLM-R and M2M-100 number
-positions from the input ids as transformers does, so left- and right-padded batches give
+"""Positions counted over real tokens (`count: tokens`): RoBERTa, XLM-R, Longformer and M2M-100
+number positions from the input ids as transformers does, so left- and right-padded batches give
 HF's outputs at every position, pads included, and left-padded generation HF's tokens."""
 
 from __future__ import annotations
@@ -20,6 +20,11 @@ TYPES = {
     "roberta": ("RobertaConfig", "RobertaModel", TINY["roberta"][2]),
     "xlm-roberta": ("XLMRobertaConfig", "XLMRobertaModel", TINY["roberta"][2]),
     "m2m_100": ("M2M100Config", "M2M100ForConditionalGeneration", SEQ2SEQ),
+    "longformer": (
+        "LongformerConfig",
+        "LongformerModel",
+        {**TINY["roberta"][2], "attention_window": 4},
+    ),
 }
 
 
