@@ -30,7 +30,8 @@ class FactorizedEmbedding(TokenEmbedding, name="factorized"):
         dropout: float | None = dropout_param("dropout before the projection (null: model dropout)")
         project_bias: bool = param(True, "a bias on the E -> d_model projection (OPT: none)")
         positions: Literal["before", "after"] = param(
-            "before", "positions join the E-wide sum (ALBERT) or the projected d_model one (OPT)"
+            "before",
+            "positions join the E-wide sum (ALBERT) or the projected d_model one (OPT)",
         )
 
     @classmethod
@@ -45,18 +46,14 @@ class FactorizedEmbedding(TokenEmbedding, name="factorized"):
         super().__init__(cfg, dims, make_norm=make_norm)
         self.project = nn.Linear(cfg.embedding_size, dims.d_model, bias=cfg.project_bias)
 
-    def forward(
-        self,
-        input_ids: Tensor,
-        token_type_ids: Tensor | None = None,
-        position_embeds: Tensor | None = None,
-        langs: Tensor | None = None,
-    ) -> Tensor:
-        if self.cfg.positions == "after":  # positions are d_model wide: added once projected
-            x = self.project(self.embed(input_ids, token_type_ids, None, langs))  # (B, T, d_model)
-            if position_embeds is not None:
-                x = x + position_embeds.to(x.dtype)
-            return self.dropout(x)
-        # the builder sizes positions to E, so they join the E-wide sum before the projection
-        x = self.embed(input_ids, token_type_ids, position_embeds, langs)  # (B, T, E)
-        return self.project(self.dropout(x))  # (B, T, d_model)
+    def late_positions(self) -> bool:
+        """OPT: positions are d_model wide, added once projected."""
+        return self.cfg.positions == "after"
+
+    def finish(self, x: Tensor, positions: Tensor | None) -> Tensor:
+        if not self.late_positions():  # positions (sized to E) joined the E-wide sum
+            return self.project(self.dropout(x))  # (B, T, d_model)
+        x = self.project(x)  # (B, T, d_model)
+        if positions is not None:
+            x = x + positions.to(x.dtype)
+        return self.dropout(x)

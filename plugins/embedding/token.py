@@ -89,4 +89,14 @@ class TokenEmbedding(Embedding, name="token"):
         position_embeds: Tensor | None = None,
         langs: Tensor | None = None,
     ) -> Tensor:
-        return self.dropout(self.embed(input_ids, token_type_ids, position_embeds, langs))
+        late = self.late_positions()
+        x = self.embed(input_ids, token_type_ids, None if late else position_embeds, langs)
+        return self.finish(x, position_embeds if late else None)
+
+    def late_positions(self) -> bool:
+        """Whether the position vectors join after `finish` projects, not the embedded sum."""
+        return False
+
+    def finish(self, x: Tensor, positions: Tensor | None) -> Tensor:
+        """The embedded sum (B, T, embed_width) to the output; `positions`: late ones, if any."""
+        return self.dropout(x)
