@@ -389,7 +389,11 @@ class Block(Component):
         x = self.residual(x, "attention", lambda h: self.attention(h, self_ctx))
         if self.cross_attention is not None:
             x = self.residual(x, "cross", lambda h: self.cross_attention(h, cross_ctx, memory))
-        return self.residual(x, "ffn", self.ffn)
+        return self.finish(self.residual(x, "ffn", self.ffn), self_ctx)
+
+    def finish(self, x: Tensor, self_ctx: AttentionContext) -> Tensor:
+        """The block's output from its residual stream (a layout may mask it): x here."""
+        return x
 
     def residual(self, x: Tensor, part: str, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         """The residual stream after sublayer `part` ('attention', 'cross' or 'ffn')."""

@@ -82,16 +82,21 @@ def test_causal_xlm_is_a_decoder_with_hf_logits_and_unshifted_loss(tmp_path):
 
 
 def test_question_answering_matches_hf_span_logits_and_loss(tmp_path):
-    """Span logits on the real tokens of a padded batch; the loss on an unpadded one (XLM
-    zeroes padded hidden states, so its span softmax sees logits = bias there; archzoo's
-    padded positions hold other values, and a span loss includes them)."""
+    """Span logits and the span loss on a padded batch (XLM zeroes the hidden states of
+    padded positions, `zero_padded` blocks do too: the logits there are the bias), and the
+    loss on an unpadded one."""
     model = tiny("ForQuestionAnsweringSimple")
     padded, full = inputs(), {**inputs(), "attention_mask": torch.ones(2, 9, dtype=torch.long)}
-    check_parity(tmp_path / "padded", model, padded, {}, None)
     positions = {"start_positions": torch.tensor([1, 2]), "end_positions": torch.tensor([4, 30])}
     labels = torch.stack(list(positions.values()), -1)
+    ours = check_parity(tmp_path / "padded", model, padded, positions, labels)
+    with torch.no_grad():
+        ref, got = model(**padded), ours(**padded)
+    for name in ("start_logits", "end_logits"):  # padded positions included
+        assert (getattr(ref, name) - getattr(got, name)).abs().max().item() <= 1e-4
     ours = check_parity(tmp_path / "full", model, full, positions, labels)
     assert ours.spec.data["head"]["kind"] == "question_answering"
+    assert ours.spec.data["block"] == {"kind": "post_ln", "zero_padded": True}
 
 
 def test_langs_change_the_output_and_are_refused_without_a_table(tmp_path):

@@ -40,7 +40,8 @@ class XLMConverter(
 ):
     requires = {"asm": False, "is_encoder": True}  # adaptive softmax: not a tied projection
     fixed = spec_parts(
-        "block: post_ln, norm: layernorm, ffn: mlp, position: {kind: learned, offset: 0}",
+        "block: {kind: post_ln, zero_padded: true}, norm: layernorm, ffn: mlp",
+        "position: {kind: learned, offset: 0}",
         "embedding: {kind: token, norm: true, word_types: true}",
         "attention: {kind: mha, fused_qkv: true, bias: true}",
     )
