@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from archzoo.converter import Converter, parse_fields, spec_parts
 
 from .common import (
@@ -50,6 +52,19 @@ BART_TENSORS = """
     {s}.layer_norm                          FINAL_NORM
 """
 BART_STACKS = {"encoder": {"s": "encoder"}, "decoder": {"s": "decoder"}}
+
+
+def bart_parts(block: str, embedding: str, position: str) -> dict[str, Any]:
+    """The fixed spec parts of a BART-family type: tied embeddings, LayerNorm (eps 1e-5),
+    biased separate q/k/v and an MLP, with its own `block`, `embedding` and `position`."""
+    return spec_parts(
+        f"tie_embeddings: true, block: {block}, ffn: mlp",
+        f"embedding: {embedding}, norm: {{kind: layernorm, eps: 1.0e-5}}",
+        f"position: {position}",
+        "attention: {kind: mha, fused_qkv: false, bias: true}",
+    )
+
+
 # The LM head with fairseq's final_logits_bias (a fixed, untrained bias).
 LM_FIXED_BIAS = task(
     "kind: lm, fixed_bias: true",
@@ -60,12 +75,8 @@ LM_FIXED_BIAS = task(
 
 class BartConverter(Converter, model_type="bart", hf_prefix="Bart", family="encoder-decoder"):
     requires = {"normalize_before": False, "add_final_layer_norm": False}
-    fixed = spec_parts(
-        "tie_embeddings: true, block: post_ln, ffn: mlp",
-        "embedding: {kind: token, norm: true}, norm: {kind: layernorm, eps: 1.0e-5}",
-        "position: {kind: learned, offset: 2}",  # BART's learned positions start at index 2
-        "attention: {kind: mha, fused_qkv: false, bias: true}",
-    )
+    # BART's learned positions start at index 2
+    fixed = bart_parts("post_ln", "{kind: token, norm: true}", "{kind: learned, offset: 2}")
     fields = BART_FIELDS
     tasks = {
         "Model": HEADLESS,

@@ -6,20 +6,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from archzoo.converter import Converter, get, spec_parts
+from archzoo.converter import Converter, get
 
-from .bart import BART_FIELDS, BART_STACKS, BART_TENSORS
+from .bart import BART_FIELDS, BART_STACKS, BART_TENSORS, bart_parts
 from .common import HEADLESS, lm_task, table
 
 
 class M2M100Converter(
     Converter, model_type="m2m_100", hf_prefix="M2M100", family="encoder-decoder"
 ):
-    fixed = spec_parts(
-        "tie_embeddings: true, block: pre_ln, ffn: mlp",
-        "embedding: token, norm: {kind: layernorm, eps: 1.0e-5}",
-        "position: {kind: sinusoidal, layout: halves, frequencies: tensor2tensor, count: tokens}",
-        "attention: {kind: mha, fused_qkv: false, bias: true}",
+    fixed = bart_parts(
+        "pre_ln",
+        "token",
+        "{kind: sinusoidal, layout: halves, frequencies: tensor2tensor, count: tokens}",
     )
     fields = BART_FIELDS
     tasks = {"Model": HEADLESS, "ForConditionalGeneration": lm_task(True)}

@@ -9,10 +9,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from archzoo.converter import ConversionError, Converter, TensorSource, get, spec_parts
+from archzoo.converter import ConversionError, Converter, TensorSource, get
 from archzoo.plugins.position.sinusoidal import sinusoidal_table
 
-from .bart import BART_FIELDS, BART_STACKS, BART_TENSORS, LM_FIXED_BIAS
+from .bart import BART_FIELDS, BART_STACKS, BART_TENSORS, LM_FIXED_BIAS, bart_parts
 from .common import DECODER_LM, HEADLESS, table
 
 
@@ -60,12 +60,7 @@ class MarianConverter(
     SavedSinusoidsConverter, model_type="marian", hf_prefix="Marian", family="encoder-decoder"
 ):
     requires = {"share_encoder_decoder_embeddings": True}
-    fixed = spec_parts(
-        "tie_embeddings: true, block: post_ln, ffn: mlp",
-        "embedding: token, norm: {kind: layernorm, eps: 1.0e-5}",
-        "position: {kind: sinusoidal, layout: halves}",
-        "attention: {kind: mha, fused_qkv: false, bias: true}",
-    )
+    fixed = bart_parts("post_ln", "token", "{kind: sinusoidal, layout: halves}")
     fields = BART_FIELDS
     tasks = {"Model": HEADLESS, "MTModel": LM_FIXED_BIAS, "ForCausalLM": DECODER_LM}
     # the sinusoidal table is saved as a frozen weight; archzoo computes it

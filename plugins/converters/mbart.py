@@ -3,19 +3,14 @@
 
 from __future__ import annotations
 
-from archzoo.converter import Converter, spec_parts
+from archzoo.converter import Converter
 
-from .bart import BART_FIELDS, BART_STACKS, BART_TENSORS, LM_FIXED_BIAS
+from .bart import BART_FIELDS, BART_STACKS, BART_TENSORS, LM_FIXED_BIAS, bart_parts
 from .common import DECODER_LM, HEADLESS, QUESTION_ANSWERING, eos_classifier, table
 
 
 class MBartConverter(Converter, model_type="mbart", hf_prefix="MBart", family="encoder-decoder"):
-    fixed = spec_parts(
-        "tie_embeddings: true, block: pre_ln, ffn: mlp",
-        "embedding: {kind: token, norm: true}, norm: {kind: layernorm, eps: 1.0e-5}",
-        "position: {kind: learned, offset: 2}",
-        "attention: {kind: mha, fused_qkv: false, bias: true}",
-    )
+    fixed = bart_parts("pre_ln", "{kind: token, norm: true}", "{kind: learned, offset: 2}")
     fields = BART_FIELDS
     tasks = {
         "Model": HEADLESS,

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-from archzoo.converter import spec_parts
-
-from .bart import LM_FIXED_BIAS
+from .bart import LM_FIXED_BIAS, bart_parts
 from .common import DECODER_LM, HEADLESS
 from .marian import MarianConverter
 
 
 class PegasusConverter(MarianConverter, model_type="pegasus", hf_prefix="Pegasus"):
     requires = {}
-    fixed = spec_parts(
-        "tie_embeddings: true, block: pre_ln, ffn: mlp",
-        "embedding: token, norm: {kind: layernorm, eps: 1.0e-5}",
-        "position: {kind: sinusoidal, layout: halves}",
-        "attention: {kind: mha, fused_qkv: false, bias: true}",
-    )
+    fixed = bart_parts("pre_ln", "token", "{kind: sinusoidal, layout: halves}")
     tasks = {
         "Model": HEADLESS,
         "ForConditionalGeneration": LM_FIXED_BIAS,
