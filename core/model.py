@@ -132,6 +132,8 @@ class Stack(nn.Module):
         x = self.embedding(
             input_ids, token_type_ids, self.position.embed(position_ids), **languages
         )
+        if attention_mask is not None and getattr(self.embedding.cfg, "zero_padded", False):
+            x = x * attention_mask[:, -T:, None].to(x.dtype)  # (B, T, 1): padded rows are 0
         mask = AttentionMask.build(
             T, k_pos.shape[1], causal=self.causal, key_padding=key_padding, device=input_ids.device
         )

@@ -103,15 +103,17 @@ def inputs(name: str, shape: tuple[int, ...]) -> dict[str, torch.Tensor]:
 
 
 def check(tmp_path, name: str, model: torch.nn.Module, suffix: str, problem: str = ""):
-    """Outputs at real tokens within 1e-4 of HF's (check_parity), and the `labels` loss
-    within 1e-5. HF gives a padded query uniform attention over every key and zeroes padded
-    embeddings, so outputs at padding differ; the span loss, which softmaxes over padded
-    positions too, is compared on a batch without padding."""
+    """Outputs within 1e-4 of HF's at every position, padded ones included (zero_padded
+    embeddings, uniform_padded attention: HF's padded query averages every value), and the
+    `labels` loss within 1e-5 on the padded batch (a span loss softmaxes over padding too)."""
     shape = (2, 3, 10) if suffix == "ForMultipleChoice" else (2, 10)
     feed = inputs(name, shape)
     ours = check_parity(tmp_path, model, feed, {}, None)
-    if suffix == "ForQuestionAnswering":
-        feed["attention_mask"] = torch.ones_like(feed["attention_mask"])
+    with torch.no_grad():
+        ref, out = model(**feed), ours(**feed)
+    for key in ("last_hidden_state", "logits", "start_logits", "end_logits"):
+        if getattr(ref, key, None) is not None and getattr(out, key, None) is not None:
+            assert (getattr(ref, key) - getattr(out, key)).abs().max().item() <= 1e-4, key
     labels = labels_for(suffix, problem, shape, feed["attention_mask"])
     ours_labels = labels.get("labels")
     if "start_positions" in labels:

@@ -43,6 +43,9 @@ class DisentangledAttention(Attention, name="disentangled"):
         scale_factor: int | None = param(
             None, "scores are divided by sqrt(head_dim * this) (null: 1 + number of terms)", min=1
         )
+        uniform_padded: bool = param(
+            False, "a padded query averages every value (HF's fully masked 2-D mask rows)"
+        )
 
     def __init__(self, cfg: Any, dims: Any, **_: Any) -> None:
         super().__init__(cfg, dims)
@@ -145,4 +148,9 @@ class DisentangledAttention(Attention, name="disentangled"):
             scale=self.scale,
         )  # (B, H, T, hd)
         out = ctx.mask.zero_empty_rows(out)
+        real = ctx.mask.key_padding
+        if self.cfg.uniform_padded and real is not None:
+            start = ctx.mask.q_offset
+            query_real = real[:, None, start : start + T, None]  # (B, 1, T, 1)
+            out = torch.where(query_real, out, v.mean(-2, keepdim=True))  # uniform over keys
         return self.out(out.transpose(1, 2).reshape(B, T, self.inner))  # (B, T, d_model)

@@ -63,8 +63,10 @@ def attention_terms(config: dict[str, Any]) -> list[str]:
 
 class DebertaConverter(Converter, model_type="deberta", hf_prefix="Deberta", family="encoder"):
     fixed = spec_parts(
-        "block: post_ln, norm: layernorm, ffn: mlp, embedding: {kind: token, norm: true}",
-        "attention: {kind: disentangled, share_key: false, bias: qv, position_key_bias: false}",
+        "block: post_ln, norm: layernorm, ffn: mlp",
+        "embedding: {kind: token, norm: true, zero_padded: true}",
+        "attention: {kind: disentangled, share_key: false, bias: qv, position_key_bias: false,"
+        " uniform_padded: true}",
     )
     fields = bert_fields(dropout=0.1, activation="gelu", types=0, eps=1e-7)
     tasks = TASKS
@@ -168,8 +170,9 @@ class DebertaConverter(Converter, model_type="deberta", hf_prefix="Deberta", fam
 
 class DebertaV2Converter(DebertaConverter, model_type="deberta-v2", hf_prefix="DebertaV2"):
     fixed = spec_parts(
-        "block: post_ln, norm: layernorm, ffn: mlp, embedding: {kind: token, norm: true}",
-        "attention: {kind: disentangled, bias: qkv, position_key_bias: true}",
+        "block: post_ln, norm: layernorm, ffn: mlp",
+        "embedding: {kind: token, norm: true, zero_padded: true}",
+        "attention: {kind: disentangled, bias: qkv, position_key_bias: true, uniform_padded: true}",
     )
     tasks = {
         **TASKS,

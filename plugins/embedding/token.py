@@ -23,6 +23,7 @@ class TokenEmbedding(Embedding, name="token"):
         )
         scale: bool = param(False, "multiply token vectors by sqrt(d_model) (Vaswani et al.)")
         norm: bool = param(False, "normalise the summed embeddings (BERT)")
+        zero_padded: bool = param(False, "zero the vectors of padded positions (DeBERTa)")
         dropout: float | None = dropout_param("dropout on the output (null: model dropout)")
 
     def __init__(self, cfg: Any, dims: Any, *, make_norm: NormFactory) -> None:
