@@ -74,7 +74,9 @@ class LongformerAttention(SparseAttention, name="longformer"):
         window: int = param(512, "attention_window: keys within window // 2 on each side", min=2)
         global_tokens: list[int] = param([], "positions with global attention (e.g. [0])")
         global_projections: bool = param(False, "separate q/k/v projections for global rows")
-        block: int | None = param(None, "block of the blocked path (null: window // 2)", min=1)
+        block: int | None = param(
+            None, "block of the blocked path (null: window // 4, at least 16)", min=1
+        )
         default_global: Literal["none", "first", "before_sep", "after_sep"] = param(
             "none",
             "global tokens when the batch gives no global_attention_mask: none, the first "
@@ -133,13 +135,26 @@ class LongformerAttention(SparseAttention, name="longformer"):
             tokens = per_batch.to(device) | tokens
         rows = padding.to(device) if cfg.zero_padded_queries and padding is not None else None
         half = cfg.window // 2
-        return LongformerPattern(half, tokens, cfg.block or max(half, 16), rows)
+        return LongformerPattern(half, tokens, cfg.block or max(half // 2, 16), rows)
 
-    def global_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor] | None:
+    def global_qkv(
+        self, x: Tensor, pattern: SparsePattern | None = None
+    ) -> tuple[Tensor, Tensor, Tensor] | None:
+        """q, k, v of the global projections; with `pattern`, q is projected only at its
+        global query rows (zeros elsewhere: only those rows read it), as HF does."""
         if not self.cfg.global_projections:
             return None
+        rows = None if pattern is None else pattern.global_queries(x.shape[1], x.device)
+        if rows is None or pattern is None:
+            q = self.q_global(x)
+        else:
+            rows = rows if rows.dim() == 2 else rows[None].expand(x.shape[0], -1)
+            b_idx, g_idx = (rows >= 0).nonzero(as_tuple=True)
+            t_idx = rows[b_idx, g_idx]
+            q = x.new_zeros(*x.shape[:2], self.q_dim)  # (B, T, H*hd)
+            q = q.index_put((b_idx, t_idx), self.q_global(x[b_idx, t_idx]))
         return (
-            self._heads(self.q_global(x), self.n_heads),
+            self._heads(q, self.n_heads),
             self._heads(self.k_global(x), self.n_kv),
             self._heads(self.v_global(x), self.n_kv),
         )

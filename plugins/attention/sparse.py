@@ -352,8 +352,10 @@ class SparseAttention(MultiHeadAttention, cross=False, accepts_bias=False):
         pattern = self.make_pattern(context, torch.device("cpu"))
         return pattern_key_count(pattern, context, causal=causal)
 
-    def global_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor] | None:
-        """Separate q, k, v for the global query rows (Longformer), or None."""
+    def global_qkv(
+        self, x: Tensor, pattern: SparsePattern | None = None
+    ) -> tuple[Tensor, Tensor, Tensor] | None:
+        """Separate q, k, v for the global query rows of `pattern` (Longformer), or None."""
         return None
 
     def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:
@@ -406,7 +408,7 @@ class SparseAttention(MultiHeadAttention, cross=False, accepts_bias=False):
         """The pattern's attention and the output projection: (B, Tq, d_model)."""
         B, _, Tq, _ = q.shape
         mask = ctx.mask.with_pattern(self.make_pattern(k.shape[2], q.device, ctx))
-        global_qkv = None if x is None else self.global_qkv(x)
+        global_qkv = None if x is None else self.global_qkv(x, mask.pattern)
         self.record_pattern_probs(ctx, q, k, mask, global_qkv)
         out = attend(
             q,
