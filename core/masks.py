@@ -139,8 +139,14 @@ class AttentionMask:
 
     @property
     def masks_nothing(self) -> bool:
-        """Every query sees every key."""
-        return not self.causal and self.restricts_only_causally
+        """Every query sees every key (a causal factor binds nothing when every query is at or
+        after the last key: one new token per step when decoding)."""
+        return not self.causal_binds and self.restricts_only_causally
+
+    @property
+    def causal_binds(self) -> bool:
+        """The causal factor hides some key from some query."""
+        return self.causal and self.q_offset < self.k_len - 1
 
     @property
     def restricts_only_causally(self) -> bool:
@@ -176,7 +182,7 @@ class AttentionMask:
             keep = torch.ones(1, self.q_len, self.k_len, dtype=torch.bool, device=self.device)
             if self.pattern is not None:
                 keep = keep & self.pattern.allowed(q, k, self.k_len)  # (B or 1, Tq, Tk)
-            if self.causal:
+            if self.causal_binds:
                 keep = keep & (k <= q)
             if self.key_padding is not None:
                 keep = keep & self.key_padding.to(torch.bool)[:, None, :]  # (B, Tq, Tk)
