@@ -27,21 +27,29 @@ def median_time(fn: Callable[[], object], repeats: int, warmup: int = 1) -> floa
     return statistics.median(times)
 
 
+def interleaved_times(
+    fns: dict[str, Callable[[], object]], repeats: int, warmup: int = 1
+) -> dict[str, list[float]]:
+    """Times of each function over rounds that run every one once, in order, so drifting
+    load hits all alike."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
 def paired_times(
     fn_hf: Callable[[], object], fn_az: Callable[[], object], repeats: int, warmup: int = 1
 ) -> tuple[list[float], list[float]]:
     """Times of interleaved runs (HF, archzoo, HF, ...), so drifting load hits both alike."""
-    for _ in range(warmup):
-        fn_hf()
-        fn_az()
-    t_hf: list[float] = []
-    t_az: list[float] = []
-    for _ in range(repeats):
-        for fn, out in ((fn_hf, t_hf), (fn_az, t_az)):
-            start = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - start)
-    return t_hf, t_az
+    times = interleaved_times({"hf": fn_hf, "az": fn_az}, repeats, warmup)
+    return times["hf"], times["az"]
 
 
 def matmul_peak(repeats: int = 5) -> float:
