@@ -161,5 +161,8 @@ def merge_global_keys(
     g_out, g_lse = sdpa_with_lse(q, gk, gv, bias, scale)  # (B, H, T, hd), (B, H, T)
     g_lse = g_lse.transpose(1, 2).masked_fill(~keep.any(-1)[:, :, None], float("-inf"))
     # band share of the merged softmax: e^lse / (e^lse + e^g_lse); NaN (no key at all) -> 0
-    share = torch.sigmoid(lse - g_lse).nan_to_num(0.0).to(out.dtype)  # (B, T, H)
+    share = torch.sigmoid(lse - g_lse)  # (B, T, H)
+    if mask.key_padding is not None:  # a query may see no key at all: NaN there
+        share = share.nan_to_num(0.0)
+    share = share.to(out.dtype)
     return torch.lerp(g_out.transpose(1, 2), out, share[..., None])  # (B, T, H, hd)

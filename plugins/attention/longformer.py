@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from archzoo.component import param
@@ -202,23 +203,28 @@ class GlobalProjections(GlobalQKV):
         q = a.q_global(x.gather(1, at[..., None].expand(B, G, d)))  # (B, G, H*hd)
         q = q.view(B, G, H, hd).transpose(1, 2)  # (B, H, G, hd)
         group = H // a.n_kv
-        wk = a.k_global.weight.view(a.n_kv, hd, d).repeat_interleave(group, 0)  # (H, hd, d)
-        wv = a.v_global.weight.view(a.n_kv, hd, d).repeat_interleave(group, 0)
-        qx = torch.einsum("bhgc,hcd->bhgd", q, wk).reshape(B, 1, H * G, d)  # (B, 1, H*G, d)
-        keep = (rows >= 0)[:, :, None].expand(B, G, T)  # (B, G, T): every key the mask allows
-        if mask.causal:
-            keep = keep & (torch.arange(T, device=x.device) <= at[:, :, None])
-        if mask.key_padding is not None:
-            keep = keep & mask.key_padding.bool()[:, None, :]
-        seen = keep.any(-1)  # (B, G) rows with some key (the others give zeros)
-        keep = keep[:, None].expand(B, H, G, T).reshape(B, 1, H * G, T)
-        scale = scoring.get("scale") or hd**-0.5
+        wk, wv = (p.weight.view(a.n_kv, hd, d) for p in (a.k_global, a.v_global))
+        q = q.reshape(B, a.n_kv, group * G, hd)  # (B, Hkv, group*G, hd): a kv head's queries
+        qx = torch.matmul(q, wk).reshape(B, 1, H * G, d)  # (B, 1, H*G, d): q_h Wk_h
         xs = x[:, None]  # (B, 1, T, d): keys and values are x itself
-        px = masked_sdpa(qx, xs, xs, keep, scale=scale)  # (B, 1, H*G, d): sum_t p_t x_t
-        out = torch.einsum("bhgd,hcd->bhgc", px.view(B, H, G, d), wv)  # (B, H, G, hd)
+        scale = scoring.get("scale") or hd**-0.5
+        valid = rows >= 0  # (B, G)
+        if mask.causal or mask.key_padding is not None or not bool(valid.all()):
+            keep = valid[:, :, None].expand(B, G, T)  # (B, G, T): every key the mask allows
+            if mask.causal:
+                keep = keep & (torch.arange(T, device=x.device) <= at[:, :, None])
+            if mask.key_padding is not None:
+                keep = keep & mask.key_padding.bool()[:, None, :]
+            valid = keep.any(-1)  # (B, G) rows with some key (the others give zeros)
+            keep = keep[:, None].expand(B, H, G, T).reshape(B, 1, H * G, T)
+            px = masked_sdpa(qx, xs, xs, keep, scale=scale)  # (B, 1, H*G, d): sum_t p_t x_t
+        else:
+            px = F.scaled_dot_product_attention(qx, xs, xs, scale=scale)
+        px = px.view(B, a.n_kv, group * G, d)
+        out = torch.matmul(px, wv.transpose(-1, -2)).view(B, H, G, hd)  # Wv_h (sum_t p_t x_t)
         if a.v_global.bias is not None:
-            bias = a.v_global.bias.view(a.n_kv, 1, hd).repeat_interleave(group, 0)  # (H, 1, hd)
-            out = out + bias * seen[:, None, :, None].to(out.dtype)
+            bias = a.v_global.bias.view(H // group, 1, 1, hd).expand(-1, group, 1, -1)
+            out = out + bias.reshape(H, 1, hd) * valid[:, None, :, None].to(out.dtype)
         return out
 
 
