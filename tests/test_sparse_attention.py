@@ -102,9 +102,9 @@ def test_longformer_band_and_gradient_paths_equal_dense():
         pattern = patterns(T)[name]
         q, k, v, pad = inputs(T, padded)
         mask = pattern_mask(pattern, q, k, causal=causal, key_padding=pad)
-        assert band_applies(q, k, mask, {"scale": None})
+        assert band_applies(q, k, v, mask, {"scale": None})
         leaves = [t.clone().requires_grad_() for t in (q, k, v)]
-        assert not band_applies(*leaves[:2], mask, {"scale": None})
+        assert not band_applies(*leaves, mask, {"scale": None})
         w = torch.randn(q.shape, generator=torch.Generator().manual_seed(2))
         ref = dense_attention(*leaves, pattern, causal=causal, key_padding=pad)
         want = torch.autograd.grad((ref * w).sum(), leaves)

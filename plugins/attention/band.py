@@ -2,7 +2,7 @@
 
 A block of `bs` queries starting at position i * bs sees one window of keys, positions
 i * bs - half .. i * bs + bs - 1 + half: consecutive rows, so every block's window is one
-overlapping strided view of a padded copy of the keys (no per-block gather). One SDPA call
+overlapping strided view of one padded copy of the keys (no per-block gather). One SDPA call
 runs every block under a (bs, bs + 2 * half) band mask. Global keys a query sees outside its
 band come from a second, small SDPA over the G global keys, and the two softmaxes are merged
 by their log-sum-exps. Global query rows are computed densely by the caller.
@@ -21,13 +21,15 @@ from archzoo.masks import AttentionMask
 _LSE_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 
 
-def band_applies(q: Tensor, k: Tensor, mask: AttentionMask, scoring: dict[str, Any]) -> bool:
+def band_applies(
+    q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, scoring: dict[str, Any]
+) -> bool:
     """The band path computes exactly this call: a band pattern, plain softmax scores, no
     dropout, on the CPU (SDPA with log-sum-exp), and no gradient needed through the merge."""
     if mask.pattern is None or mask.pattern.band() is None:
         return False
     plain = scoring.get("sinks") is None and scoring.get("softcap") is None
-    needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
+    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
     return (
         plain
         and not scoring.get("dropout_p")
@@ -37,7 +39,9 @@ def band_applies(q: Tensor, k: Tensor, mask: AttentionMask, scoring: dict[str, A
     )
 
 
-def sdpa_with_lse(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, scale: float | None):
+def sdpa_with_lse(
+    q: Tensor, k: Tensor, v: Tensor, bias: Tensor, scale: float | None
+) -> tuple[Tensor, Tensor]:
     """SDPA under an additive mask, also returning each row's log-sum-exp (N, H, L); a row
     with no visible key gets zeros (its log-sum-exp is then meaningless)."""
     return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
@@ -49,9 +53,10 @@ def key_windows(k: Tensor, half: int, bs: int, nb: int, heads: int) -> Tensor:
     """k (B, Hkv, T, hd) -> (B * nb, heads, bs + 2 * half, hd): window b * nb + i holds keys
     i * bs - half .. i * bs + bs - 1 + half of row b (outside 0 .. T - 1 only masked keys).
 
-    The rows of the batch, each padded to nb * bs, lie back to back in one buffer with `half`
-    zeros before the first and after the last, so window n starts n * bs rows in: one
-    strided view, no copy. (Where a window reaches into a neighbour row, the mask hides it.)
+    One padded copy of the keys: the rows of the batch, each padded to nb * bs, back to back
+    with `half` zeros before the first and after the last, so window n starts n * bs rows
+    in and every window is one strided view of it, no per-window gather. (Where a window
+    reaches into a neighbour row, the mask hides it.)
     """
     B, Hkv, T, hd = k.shape
     Tp = nb * bs
@@ -67,28 +72,36 @@ def key_windows(k: Tensor, half: int, bs: int, nb: int, heads: int) -> Tensor:
 
 
 def band_bias(
-    mask: AttentionMask, half: int, bs: int, nb: int, batch: int, dtype: torch.dtype
+    mask: AttentionMask, half: int, bs: int, nb: int, batch: int, like: Tensor
 ) -> tuple[Tensor, Tensor]:
     """The windows' additive mask (B * nb, 1, bs, W) and which queries see any key (B|1, Tp):
     within the band, inside the sequence, real keys, causal when the mask is. Made once per
     forward (every layer with this window shares it)."""
-    key = ("band", half, bs, batch, dtype)
+    key = ("band", half, bs, batch, like.dtype, like.device)
     if key not in mask.shared:
-        mask.shared[key] = _band_bias(mask, half, bs, nb, batch, dtype)
+        mask.shared[key] = _band_bias(mask, half, bs, nb, batch, like.dtype, like.device)
     return mask.shared[key]
 
 
 def _band_bias(
-    mask: AttentionMask, half: int, bs: int, nb: int, batch: int, dtype: torch.dtype
+    mask: AttentionMask,
+    half: int,
+    bs: int,
+    nb: int,
+    batch: int,
+    dtype: torch.dtype,
+    device: torch.device,
 ) -> tuple[Tensor, Tensor]:
-    T, W, device = mask.k_len, bs + 2 * half, mask.device
+    T, W = mask.k_len, bs + 2 * half
     a = torch.arange(bs, device=device)[:, None]  # query a of a block is window row a + half
     j = torch.arange(W, device=device)[None, :]
     rel = (j >= a) & (j <= a + 2 * half)  # (bs, W) |q - k| <= half
     if mask.causal:
         rel = rel & (j <= a + half)
     real = mask.key_padding
-    real = torch.ones(1, T, dtype=torch.bool, device=device) if real is None else real.bool()
+    if real is None:
+        real = torch.ones(1, T, dtype=torch.bool, device=device)
+    real = real.to(device=device, dtype=torch.bool)
     real = F.pad(real, (half, nb * bs - T + half))  # (B|1, Tp + 2 * half): keys -half ..
     keep = rel & real.unfold(1, W, bs)[:, :, None, :]  # (B|1, nb, bs, W)
     seen = keep.any(-1).view(-1, nb * bs)  # (B|1, Tp)
@@ -118,7 +131,7 @@ def band_attention(
         qt = F.pad(qt, (0, 0, 0, 0, 0, Tp - T))
     qb = qt.reshape(B * nb, bs, H, hd).transpose(1, 2)  # (B * nb, H, bs, hd)
     kw, vw = (key_windows(t, half, bs, nb, H) for t in (k, v))
-    bias, seen = band_bias(mask, half, bs, nb, B, q.dtype)
+    bias, seen = band_bias(mask, half, bs, nb, B, q)
     out, lse = sdpa_with_lse(qb, kw, vw, bias, scale)  # (B * nb, H, bs, hd), (B * nb, H, bs)
     out = out.transpose(1, 2).reshape(B, Tp, H, hd)[:, :T]  # (B, T, H, hd)
     if globals_ is not None:

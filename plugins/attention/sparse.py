@@ -7,7 +7,8 @@ needs). The same pattern runs through:
 - `dense_attention`: materialise the (Tq, Tk) predicate with causal and padding masks and
   call SDPA: O(n^2), the reference every other path is tested against;
 - `blocked_attention`: per query block, gather only the key blocks of its layout row and
-  call SDPA on the small batch: time and memory O(n * w) (eager CPU/GPU);
+  call SDPA on the small batch: time and memory O(n * w) (eager CPU/GPU); a pattern that is a
+  band plus global tokens (`band()`, Longformer) runs on CPU without gathers (band.py);
 - `flex_attention`: a FlexAttention block mask built from the predicate (under
   torch.compile, or on CUDA where FlexAttention is available).
 
@@ -230,7 +231,7 @@ def _blocked_attention(
     """
     pattern, causal, key_padding = mask.pattern, mask.causal, mask.key_padding
     B, H, T, hd = q.shape
-    if band_applies(q, k, mask, scoring):
+    if band_applies(q, k, v, mask, scoring):
         rows = pattern.global_queries(T, q.device)  # (G,) or (B, G), -1 for none
         if rows is not None:
             rows = rows if rows.dim() == 2 else rows[None].expand(B, -1)  # (B, G)
