@@ -19,6 +19,7 @@ from torch import Tensor
 from archzoo.masks import AttentionMask
 
 _LSE_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+_SDPA_LSE = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
 
 
 def band_applies(
@@ -36,6 +37,7 @@ def band_applies(
         and not needs_grad
         and q.device.type == "cpu"
         and q.dtype in _LSE_DTYPES
+        and _SDPA_LSE is not None
     )
 
 
@@ -44,9 +46,7 @@ def sdpa_with_lse(
 ) -> tuple[Tensor, Tensor]:
     """SDPA under an additive mask, also returning each row's log-sum-exp (N, H, L); a row
     with no visible key gets zeros (its log-sum-exp is then meaningless)."""
-    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-        q, k, v, attn_mask=bias, scale=scale
-    )
+    return _SDPA_LSE(q, k, v, attn_mask=bias, scale=scale)
 
 
 def key_windows(k: Tensor, half: int, bs: int, nb: int, heads: int) -> Tensor:
