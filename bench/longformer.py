@@ -1,6 +1,7 @@
 """Longformer at 4096 tokens with global tokens: archzoo vs transformers on the same weights.
 
-Run: python bench/longformer.py [--layers 4] [--length 4096] [--globals 8] [--repeats 5] [--write]
+Run: python bench/longformer.py [--layers 4] [--length 4096] [--globals 8] [--repeats 5]
+[--threads N] [--write]
 A longformer-base-4096-shaped LongformerModel (d_model 768, 12 heads, window 512; random
 weights, --layers of its 12 layers to keep the run short) is saved and imported with
 `archzoo.from_hf`; the first --globals tokens get global attention (a question, say), passed
@@ -8,12 +9,15 @@ to both as `global_attention_mask`. Forwards run interleaved in one process (tra
 archzoo, transformers, ...), so the load of a shared machine hits both alike; speed-ups are
 ratios of medians. Attention alone is one layer's q/k/v, sliding-window + global core and
 output projection on each side. Peak memory is the growth of anonymous RSS during one
-whole-model forward, each side in a fresh process. --write puts the table in RESULTS.md.
+whole-model forward, each side in a fresh process. --threads sets torch's thread count.
+--write puts the table in RESULTS.md with the load average before and after the timed runs
+(on a loaded machine transformers slows down more than archzoo, so the ratios grow).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -109,11 +113,13 @@ def compare(directory: Path, length: int, n_global: int, repeats: int) -> dict[s
     hf_model, az_model = load_side("hf", directory), load_side("az", directory)
     feed = batch(length, n_global)
     diff = (hf_model(**feed).last_hidden_state - az_model(**feed).last_hidden_state).abs().max()
+    load_before = os.getloadavg()[0]
     whole = paired_times(lambda: hf_model(**feed), lambda: az_model(**feed), repeats)
     attention = paired_times(*one_attention_layer(hf_model, az_model, feed), 3 * repeats)
     medians = [statistics.median(t) for t in (*whole, *attention)]
     result = dict(zip(("model_hf", "model_az", "attn_hf", "attn_az"), medians, strict=True))
     result["diff"] = float(diff)
+    result["load"] = (load_before, os.getloadavg()[0])
     for side in ("hf", "az"):
         result[f"peak_{side}"] = fresh_process_peak(side, directory, length, n_global)
     return result
@@ -139,9 +145,12 @@ def main() -> None:
     ap.add_argument("--length", type=int, default=4096)
     ap.add_argument("--globals", type=int, default=8, help="leading tokens with global attention")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--peak", nargs=4, help=argparse.SUPPRESS)  # side, dir, length, globals
     ap.add_argument("--write", action="store_true", help="write the table to bench/RESULTS.md")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.peak:
         side, directory, length, n_global = args.peak
         print(peak_bytes(side, Path(directory), int(length), int(n_global)))
@@ -150,16 +159,19 @@ def main() -> None:
         save_checkpoint(Path(tmp), args.layers)
         r = compare(Path(tmp), args.length, args.globals, args.repeats)
     rows = table(r)
-    print("\n".join(rows) + f"\nmax |last_hidden_state diff| {r['diff']:.1e}")
+    load = f"load average {r['load'][0]:.1f} -> {r['load'][1]:.1f} during the timed runs"
+    print("\n".join(rows) + f"\nmax |last_hidden_state diff| {r['diff']:.1e}; {load}")
     if not args.write:
         return
+    threads = f" --threads {args.threads}" if args.threads else ""
     note = (
-        f"`python bench/longformer.py --layers {args.layers} --write`: LongformerModel of "
+        f"`python bench/longformer.py --layers {args.layers} --repeats {args.repeats}{threads} "
+        f"--write`: LongformerModel of "
         f"longformer-base-4096's shape with {args.layers} of its 12 layers (random weights, "
         f"imported by from_hf), batch 1, {args.length} tokens of which the first "
         f"{args.globals} are global, fp32, no grad; medians of {args.repeats} interleaved runs "
         f"(attention: {3 * args.repeats}); peak = anonymous RSS growth in a fresh process per "
-        f"side. {machine()}."
+        f"side. {machine()}; {load}."
     )
     outputs = f"Outputs agree: max |last_hidden_state diff| {r['diff']:.1e}."
     write_section(TITLE, [note, "", *rows, "", outputs])

@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -77,9 +78,11 @@ class KeepMaskCheck:
         )
 
 
-@dataclass(frozen=True)
-class SegmentTable:
-    """An id input that indexes a small embedding table: its name, the table, its ids."""
+class SegmentTable(NamedTuple):
+    """An id input that indexes a small embedding table: its name, the table, its ids.
+
+    A NamedTuple rather than a dataclass: torch.compile traces the input checks, and
+    dynamo treats a tuple constant as a constant (it refuses a frozen dataclass one)."""
 
     input: str
     what: str

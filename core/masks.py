@@ -46,6 +46,12 @@ class Pattern:
         positions with -1 for none, or None. `layout` need not cover their rows."""
         return None
 
+    def band(self) -> tuple[int, Tensor | None] | None:
+        """(half, rows) when `allowed` is exactly: |q - k| <= half, or q or k one of
+        `global_queries`, for the queries `rows` (B, T) bool lets attend (None: all); else
+        None. Such a pattern runs on the band path (plugins/attention/band.py)."""
+        return None
+
 
 class AttentionMask:
     """Which keys each of `q_len` queries may see among `k_len` keys, kept as factors.
@@ -78,6 +84,7 @@ class AttentionMask:
         self.explicit = keep
         self.device = device
         self._made: dict[Any, Any] = {}  # what has been materialised (one forward's life)
+        self.shared: dict[Any, Any] = {}  # materialisations without the pattern (see with_pattern)
 
     @classmethod
     def build(
@@ -131,6 +138,7 @@ class AttentionMask:
                 keep=self.explicit,
                 device=self.device,
             )
+            made.shared = self.shared  # every layer's pattern mask shares what needs no pattern
             if key is not None:
                 self._made[key] = made
         return made

@@ -693,3 +693,18 @@ PUBLISHED["long-t5-tglobal-base"] = (
     ),
 )
 CAUSAL_LM["LongT5Config"] = "LongT5ForConditionalGeneration"
+
+# UMT5 small: google/umt5-small's config.json, its architecture keys as written (transformers 5
+# ties UMT5's head whatever tie_word_embeddings says; false only turns off the rescale)
+PUBLISHED["umt5-small"] = (
+    "UMT5Config",
+    json.loads(
+        """{"vocab_size": 256384, "d_model": 512, "d_kv": 64, "d_ff": 1024, "num_layers": 8,
+        "num_decoder_layers": 8, "num_heads": 6, "relative_attention_num_buckets": 32,
+        "relative_attention_max_distance": 128, "feed_forward_proj": "gated-gelu",
+        "layer_norm_epsilon": 1e-06, "dropout_rate": 0.1, "tie_word_embeddings": false,
+        "pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0,
+        "scalable_attention": true}"""
+    ),
+)
+CAUSAL_LM["UMT5Config"] = "UMT5ForConditionalGeneration"

@@ -266,7 +266,10 @@ def test_capped_attention_layer_equals_the_formula(attention):
 
 @pytest.mark.parametrize("attention", [{"kind": "mha"}, {"kind": "local", "window": 3}])
 def test_capped_attention_decodes_with_the_cache_as_the_full_forward(attention):
-    model = tiny_capped(attention)
+    # float64: the weights are scaled by 8, so fp32 rounding alone moves these logits by ~1e-4
+    # on either path (each measured against a float64 run); in float64 the two paths must
+    # agree to rounding, which also holds the capped softmax to the model's dtype
+    model = tiny_capped(attention).double()
     ids = torch.randint(0, model.spec.data["vocab_size"], (2, 12), generator=torch.Generator())
     mask = torch.ones_like(ids)
     mask[0, :2] = 0  # left padding
@@ -279,7 +282,7 @@ def test_capped_attention_decodes_with_the_cache_as_the_full_forward(attention):
                 model(ids[:, t : t + 1], attention_mask=mask[:, : t + 1], cache=cache).logits
             )
     cached = torch.cat(steps, dim=1)
-    assert max_diff_unpadded(cached, full, mask) <= 1e-4  # logits of size ~4, fp32
+    assert max_diff_unpadded(cached, full, mask) <= 1e-9  # logits of size ~4, float64
 
 
 def test_lm_head_soft_caps_the_logits():

@@ -12,16 +12,20 @@ from conftest import tiny
 
 import archzoo
 from archzoo import SpecError
+from archzoo.masks import AttentionMask
+from archzoo.plugins.attention.band import band_applies
 from archzoo.plugins.attention.bigbird import bigbird_layout
 from archzoo.plugins.attention.block_sparse import BlockLayoutPattern, generated_layout
 from archzoo.plugins.attention.fixed import FixedPattern
 from archzoo.plugins.attention.local import LocalPattern
 from archzoo.plugins.attention.longformer import LongformerPattern, global_attention
 from archzoo.plugins.attention.sparse import (
+    GlobalQKV,
     blocked_attention,
     dense_attention,
     flex_attention,
     pattern_keep,
+    pattern_mask,
     sparse_attention,
 )
 from archzoo.plugins.attention.strided import StridedPattern
@@ -86,6 +90,31 @@ def test_blocked_and_flex_equal_dense_reference(name):
         where = f"{name} T={T} causal={causal} padded={padded}"
         assert (got - ref).abs().max().item() <= 1e-5, where
         assert (flex - ref).abs().max().item() <= 1e-5, where
+
+
+def test_longformer_band_and_gradient_paths_equal_dense():
+    """Without gradients a Longformer pattern runs on the band path (band.py); when q/k/v
+    need gradients, on the block-gathered path: both equal the dense reference, and so do
+    the gradients."""
+    for (T, causal, padded), name in itertools.product(
+        CASES, ["longformer", "longformer_per_batch"]
+    ):
+        pattern = patterns(T)[name]
+        q, k, v, pad = inputs(T, padded)
+        mask = pattern_mask(pattern, q, k, causal=causal, key_padding=pad)
+        assert band_applies(q, k, v, mask, {"scale": None})
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        assert not band_applies(*leaves, mask, {"scale": None})
+        w = torch.randn(q.shape, generator=torch.Generator().manual_seed(2))
+        ref = dense_attention(*leaves, pattern, causal=causal, key_padding=pad)
+        want = torch.autograd.grad((ref * w).sum(), leaves)
+        got = blocked_attention(*leaves, pattern, causal=causal, key_padding=pad)
+        grads = torch.autograd.grad((got * w).sum(), leaves)
+        where = f"{name} T={T} causal={causal} padded={padded}"
+        assert (got - ref).abs().max().item() <= 1e-5, where
+        assert max((a - b).abs().max().item() for a, b in zip(grads, want, strict=True)) <= 1e-5, (
+            where
+        )
 
 
 @pytest.mark.parametrize("name", sorted(patterns(32)))
@@ -228,6 +257,38 @@ def test_longformer_global_projections_drive_global_rows():
         row0 = torch.nn.functional.scaled_dot_product_attention(qg[:, :, :1], kg, vg)
         row0 = att.out(row0.transpose(1, 2).reshape(1, 1, 32))
     assert (out[:, :1] - row0).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_longformer_global_rows_in_model_space_equal_projected_keys(causal):
+    """With few global rows their attention never projects every token's global key and
+    value (scores (q Wk) . x, output Wv (sum p x) + bv): it equals attention over q/k/v_global
+    of every token, with GQA, biases, a padded row and a slot with no row (-1)."""
+    spec = {**TINY, "family": "encoder", "head": "none", "position": "none", "n_layers": 1}
+    spec["attention"] = {
+        "kind": "longformer",
+        "window": 4,
+        "global_projections": True,
+        "n_kv_heads": 2,
+    }
+    torch.manual_seed(0)
+    att = archzoo.build_model(spec).encoder.blocks[0].attention
+    with torch.no_grad():
+        for p in att.parameters():
+            p.add_(0.1 * torch.randn_like(p))  # biases not zero
+    x = torch.randn(2, 20, 32)
+    rows = torch.tensor([[0, 7], [12, -1]])  # (B, G) global query rows
+    pad = torch.ones(2, 20, dtype=torch.bool)
+    pad[1, 15:] = False
+    mask = AttentionMask(20, 20, causal=causal, key_padding=pad)
+    glob = att.global_qkv(x)
+    assert att.n_heads * rows.shape[1] < att.kv_dim  # the model-space path applies
+    with torch.no_grad():
+        want = GlobalQKV.rows_attention(glob, rows, mask, scale=None)  # (B, H, G, hd)
+        got = glob.rows_attention(rows, mask, scale=None)
+    assert got.shape == (2, 4, 2, 8)
+    assert (got - want).abs().max().item() <= 1e-5
+    assert got[1, :, 1].abs().max() == 0  # no row: zeros
 
 
 def test_per_layer_mixing_in_the_spec():

@@ -162,7 +162,19 @@ def tiny_overrides(data: dict) -> dict[str, Any]:
         if ffn.get("n_groups", 1) > 1:  # 2 groups of 2, one kept: still 2 to choose from
             out.update({"ffn.n_groups": 2, "ffn.topk_groups": 1})
     out.update({k: None for k in TOKEN_KEYS if isinstance(data.get(k), (int, list))})
+    if _counts_tokens(data):  # positions numbered around the pad id need one, inside TINY's
+        out["pad_token_id"] = 1
+    for stack in ("encoder", "decoder"):  # a stack's own sizes shrink too
+        section = data.get(stack) or {}
+        out.update({f"{stack}.{k}": v for k, v in TINY.items() if k in section})
     return out
+
+
+def _counts_tokens(data: dict) -> bool:
+    """Whether a position of the spec (or of a stack) has `count: tokens`."""
+    sections = [data, *(data.get(s) or {} for s in ("encoder", "decoder"))]
+    positions = [section.get("position") for section in sections]
+    return any(isinstance(p, dict) and p.get("count") == "tokens" for p in positions)
 
 
 def _sets_kv_heads(attention: Any) -> bool:

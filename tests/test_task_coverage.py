@@ -15,10 +15,6 @@ import archzoo
 from archzoo.converter import Converter
 from archzoo.registry import get_registry
 
-# types other helpers are adding while this test lands: each declares its own refusals
-LANDING = {"deberta", "deberta-v2", "big_bird", "longformer", "modernbert", "xlm", "longt5"}
-LANDING |= {"bigbird_pegasus"}
-
 
 def hf_task_classes(model_type: str) -> list[str]:
     """transformers' model classes of `model_type`: `XModel`, `XFor...`, `X...Model` (their
@@ -42,9 +38,7 @@ def hf_task_classes(model_type: str) -> list[str]:
 
 
 TYPES = [
-    pytest.param(t, marks=pytest.mark.xfail(reason="converter landing concurrently"))
-    if t in LANDING
-    else t
+    t
     for t in get_registry().model_types()
     if isinstance(get_registry().converter(t), Converter) and get_registry().converter(t).tasks
 ]

@@ -15,12 +15,21 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from archzoo.component import param
 from archzoo.interfaces import AttentionContext
+from archzoo.masks import AttentionMask
 
-from .sparse import SparseAttention, SparsePattern, band_layout, key_block_any
+from .sparse import (
+    GlobalQKV,
+    SparseAttention,
+    SparsePattern,
+    band_layout,
+    key_block_any,
+    masked_sdpa,
+)
 
 
 class LongformerPattern(SparsePattern):
@@ -53,6 +62,9 @@ class LongformerPattern(SparsePattern):
         if cols.dim() == 2:
             cols = cols.any(0)
         return band | cols[None, :]
+
+    def band(self) -> tuple[int, Tensor | None]:
+        return self.half, self.rows
 
     def global_queries(self, length: int, device: torch.device) -> Tensor | None:
         g = self.tokens.to(device)
@@ -139,25 +151,81 @@ class LongformerAttention(SparseAttention, name="longformer"):
 
     def global_qkv(
         self, x: Tensor, pattern: SparsePattern | None = None
-    ) -> tuple[Tensor, Tensor, Tensor] | None:
-        """q, k, v of the global projections; with `pattern`, q is projected only at its
-        global query rows (zeros elsewhere: only those rows read it), as HF does."""
+    ) -> GlobalProjections | None:
+        """The global projections of `x` for the global query rows of `pattern`."""
         if not self.cfg.global_projections:
             return None
+        return GlobalProjections(self, x, pattern)
+
+
+class GlobalProjections(GlobalQKV):
+    """q/k/v_global of a Longformer layer's input x (B, T, d_model), applied when needed.
+
+    With few global rows (n_heads * G < kv_dim) and plain softmax scores, `rows_attention`
+    never projects the keys and values of every token: a global query q_h meets key
+    Wk_h x_t + bk_h in q_h . Wk_h x_t + q_h . bk_h, where the second term is the same for
+    every key (the softmax drops it), so scores are (q_h Wk_h) . x_t; and the rows' output
+    sum_t p_t (Wv_h x_t + bv_h) is Wv_h (sum_t p_t x_t) + bv_h sum_t p_t. That is H * G
+    rows of width d_model against x instead of two (T, d_model) x (d_model, kv_dim) products.
+    """
+
+    def __init__(self, attn: LongformerAttention, x: Tensor, pattern: SparsePattern | None):
+        self.attn, self.x, self.pattern = attn, x, pattern
+
+    def qkv(self) -> tuple[Tensor, Tensor, Tensor]:
+        """q, k, v of the global projections; q is projected only at the pattern's global
+        query rows (zeros elsewhere: only those rows read it), as HF does."""
+        a, x, pattern = self.attn, self.x, self.pattern
         rows = None if pattern is None else pattern.global_queries(x.shape[1], x.device)
         if rows is None or pattern is None:
-            q = self.q_global(x)
+            q = a.q_global(x)
         else:
             rows = rows if rows.dim() == 2 else rows[None].expand(x.shape[0], -1)
             b_idx, g_idx = (rows >= 0).nonzero(as_tuple=True)
             t_idx = rows[b_idx, g_idx]
-            q = x.new_zeros(*x.shape[:2], self.q_dim)  # (B, T, H*hd)
-            q = q.index_put((b_idx, t_idx), self.q_global(x[b_idx, t_idx]))
+            q = x.new_zeros(*x.shape[:2], a.q_dim)  # (B, T, H*hd)
+            q = q.index_put((b_idx, t_idx), a.q_global(x[b_idx, t_idx]))
         return (
-            self._heads(q, self.n_heads),
-            self._heads(self.k_global(x), self.n_kv),
-            self._heads(self.v_global(x), self.n_kv),
+            a._heads(q, a.n_heads),
+            a._heads(a.k_global(x), a.n_kv),
+            a._heads(a.v_global(x), a.n_kv),
         )
+
+    def rows_attention(self, rows: Tensor, mask: AttentionMask, **scoring: Any) -> Tensor:
+        a, x = self.attn, self.x
+        B, T, d = x.shape
+        H, hd = a.n_heads, a.head_dim
+        plain = scoring.get("sinks") is None and scoring.get("softcap") is None
+        if not plain or scoring.get("dropout_p") or H * rows.shape[1] >= a.kv_dim:
+            return super().rows_attention(rows, mask, **scoring)
+        G = rows.shape[1]
+        at = rows.clamp(min=0)  # (B, G)
+        q = a.q_global(x.gather(1, at[..., None].expand(B, G, d)))  # (B, G, H*hd)
+        q = q.view(B, G, H, hd).transpose(1, 2)  # (B, H, G, hd)
+        group = H // a.n_kv
+        wk, wv = (p.weight.view(a.n_kv, hd, d) for p in (a.k_global, a.v_global))
+        q = q.reshape(B, a.n_kv, group * G, hd)  # (B, Hkv, group*G, hd): a kv head's queries
+        qx = torch.matmul(q, wk).reshape(B, 1, H * G, d)  # (B, 1, H*G, d): q_h Wk_h
+        xs = x[:, None]  # (B, 1, T, d): keys and values are x itself
+        scale = scoring.get("scale") or hd**-0.5
+        valid = rows >= 0  # (B, G)
+        if mask.causal or mask.key_padding is not None or not bool(valid.all()):
+            keep = valid[:, :, None].expand(B, G, T)  # (B, G, T): every key the mask allows
+            if mask.causal:
+                keep = keep & (torch.arange(T, device=x.device) <= at[:, :, None])
+            if mask.key_padding is not None:
+                keep = keep & mask.key_padding.bool()[:, None, :]
+            valid = keep.any(-1)  # (B, G) rows with some key (the others give zeros)
+            keep = keep[:, None].expand(B, H, G, T).reshape(B, 1, H * G, T)
+            px = masked_sdpa(qx, xs, xs, keep, scale=scale)  # (B, 1, H*G, d): sum_t p_t x_t
+        else:
+            px = F.scaled_dot_product_attention(qx, xs, xs, scale=scale)
+        px = px.view(B, a.n_kv, group * G, d)
+        out = torch.matmul(px, wv.transpose(-1, -2)).view(B, H, G, hd)  # Wv_h (sum_t p_t x_t)
+        if a.v_global.bias is not None:
+            bias = a.v_global.bias.view(H // group, 1, 1, hd).expand(-1, group, 1, -1)
+            out = out + bias.reshape(H, 1, hd) * valid[:, None, :, None].to(out.dtype)
+        return out
 
 
 GLOBAL_INPUT = "global_attention_mask"  # the per-batch input's name (HF's argument name)

@@ -63,7 +63,8 @@ def capped_probs(
         scores = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
     if sinks is not None:
         return softmax_with_sinks(scores.float(), sinks).to(q.dtype)
-    return scores.softmax(-1, dtype=torch.float32).to(q.dtype)
+    upcast = torch.promote_types(scores.dtype, torch.float32)  # fp16/bf16 in fp32, fp64 kept
+    return scores.softmax(-1, dtype=upcast).to(q.dtype)
 
 
 def capped_attention(

@@ -7,7 +7,8 @@ needs). The same pattern runs through:
 - `dense_attention`: materialise the (Tq, Tk) predicate with causal and padding masks and
   call SDPA: O(n^2), the reference every other path is tested against;
 - `blocked_attention`: per query block, gather only the key blocks of its layout row and
-  call SDPA on the small batch: time and memory O(n * w) (eager CPU/GPU);
+  call SDPA on the small batch: time and memory O(n * w) (eager CPU/GPU); a pattern that is a
+  band plus global tokens (`band()`, Longformer) runs on CPU without gathers (band.py);
 - `flex_attention`: a FlexAttention block mask built from the predicate (under
   torch.compile, or on CUDA where FlexAttention is available).
 
@@ -28,6 +29,7 @@ from archzoo.component import param
 from archzoo.interfaces import AttentionContext
 from archzoo.masks import AttentionMask, Pattern
 
+from .band import band_applies, band_attention
 from .flex import flex_available, mask_flex
 from .mha import MultiHeadAttention
 from .sinks import flex_lse_available, flex_with_sinks, sink_sdpa
@@ -148,6 +150,18 @@ def pattern_key_count(pattern: SparsePattern, length: int, *, causal: bool) -> f
     return total / length
 
 
+class GlobalQKV:
+    """Separate q, k, v for the global query rows (Longformer's global projections)."""
+
+    def qkv(self) -> tuple[Tensor, Tensor, Tensor]:
+        """q (B, H, T, hd) (needed at the global rows only), k and v (B, Hkv, T, hd)."""
+        raise NotImplementedError
+
+    def rows_attention(self, rows: Tensor, mask: AttentionMask, **scoring: Any) -> Tensor:
+        """(B, H, G, hd): the global rows (B, G) (-1: none) over every key the mask allows."""
+        return _rows_attention(*self.qkv(), rows, mask, **scoring)
+
+
 # ---------------------------------------------------------------- execution paths
 
 
@@ -206,7 +220,7 @@ def _blocked_attention(
     k: Tensor,
     v: Tensor,
     mask: AttentionMask,
-    global_qkv: tuple[Tensor, Tensor, Tensor] | None,
+    global_qkv: GlobalQKV | None,
     **scoring: Any,
 ) -> Tensor:
     """Block-gathered attention in O(n * w): each query block sees only its layout's key blocks.
@@ -217,6 +231,13 @@ def _blocked_attention(
     """
     pattern, causal, key_padding = mask.pattern, mask.causal, mask.key_padding
     B, H, T, hd = q.shape
+    if band_applies(q, k, v, mask, scoring):
+        rows = pattern.global_queries(T, q.device)  # (G,) or (B, G), -1 for none
+        if rows is not None:
+            rows = rows if rows.dim() == 2 else rows[None].expand(B, -1)  # (B, G)
+            rows = rows if rows.numel() > 0 else None
+        out = band_attention(q, k, v, mask, rows, scale=scoring["scale"])
+        return _put_global_rows(out, q, k, v, mask, rows, global_qkv, scoring)
     Hkv, bs = k.shape[1], pattern.block
     nb = math.ceil(T / bs)
     Tp = nb * bs
@@ -268,10 +289,27 @@ def _blocked_attention(
     out = out.transpose(1, 2).reshape(B, Tp, H, hd)[:, :T]  # (B, T, H, hd)
     out = out.transpose(1, 2)  # (B, H, T, hd)
 
+    return _put_global_rows(out, q, k, v, mask, rows, global_qkv, scoring)
+
+
+def _put_global_rows(
+    out: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: AttentionMask,
+    rows: Tensor | None,
+    global_qkv: GlobalQKV | None,
+    scoring: dict[str, Any],
+) -> Tensor:
+    """out (B, H, T, hd) with the global query rows (B, G) (-1: none) computed densely, from
+    `global_qkv` when given."""
     if rows is None or rows.numel() == 0:
         return out
-    gq, gk, gv = global_qkv if global_qkv is not None else (q, k, v)
-    g_out = _rows_attention(gq, gk, gv, rows, mask, **scoring)  # (B, H, G, hd)
+    if global_qkv is None:
+        g_out = _rows_attention(q, k, v, rows, mask, **scoring)  # (B, H, G, hd)
+    else:
+        g_out = global_qkv.rows_attention(rows, mask, **scoring)
     b_idx, g_idx = (rows >= 0).nonzero(as_tuple=True)
     out = out.transpose(1, 2)  # (B, T, H, hd)
     out = out.index_put((b_idx, rows[b_idx, g_idx]), g_out.transpose(1, 2)[b_idx, g_idx])
@@ -287,7 +325,7 @@ def attend(
     scale: float | None = None,
     dropout_p: float = 0.0,
     impl: str = "auto",
-    global_qkv: tuple[Tensor, Tensor, Tensor] | None = None,
+    global_qkv: GlobalQKV | None = None,
     sinks: Tensor | None = None,
     softcap: float | None = None,
 ) -> Tensor:
@@ -352,9 +390,7 @@ class SparseAttention(MultiHeadAttention, cross=False, accepts_bias=False):
         pattern = self.make_pattern(context, torch.device("cpu"))
         return pattern_key_count(pattern, context, causal=causal)
 
-    def global_qkv(
-        self, x: Tensor, pattern: SparsePattern | None = None
-    ) -> tuple[Tensor, Tensor, Tensor] | None:
+    def global_qkv(self, x: Tensor, pattern: SparsePattern | None = None) -> GlobalQKV | None:
         """Separate q, k, v for the global query rows of `pattern` (Longformer), or None."""
         return None
 
@@ -370,7 +406,7 @@ class SparseAttention(MultiHeadAttention, cross=False, accepts_bias=False):
         q: Tensor,
         k: Tensor,
         mask: AttentionMask,
-        global_qkv: tuple[Tensor, Tensor, Tensor] | None = None,
+        global_qkv: GlobalQKV | None = None,
     ) -> None:
         """When asked: the pattern's probabilities in the dense shape (dense reference mask);
         global rows computed from `global_qkv` (Longformer) take their q and k from there."""
@@ -383,10 +419,11 @@ class SparseAttention(MultiHeadAttention, cross=False, accepts_bias=False):
         if global_qkv is None:
             return
         local = ctx.probs
+        gq, gk, _ = global_qkv.qkv()
         self.record_probs(
             ctx,
-            global_qkv[0],
-            global_qkv[1],
+            gq,
+            gk,
             scale=scale,
             keep=mask.allowed(),
             sinks=self.sinks,

@@ -11,7 +11,16 @@ from typing import Any
 from archzoo.converter import ConversionError, Field, get
 
 from .bert import LAYERS, BertConverter, bert_fields, mlm_activation
-from .common import ACTIVATION, BERT_BUFFERS, BERT_EMBEDDINGS, encoder_tasks, mlm_task, table, task
+from .common import (
+    ACTIVATION,
+    AS_DECODER,
+    BERT_BUFFERS,
+    BERT_EMBEDDINGS,
+    encoder_tasks,
+    mlm_task,
+    table,
+    task,
+)
 
 _MLM = mlm_task(
     "cls.predictions.", "transform.dense", "transform.LayerNorm", mlm_activation("gelu_new")
@@ -50,6 +59,8 @@ class BigBirdConverter(BertConverter, model_type="big_bird", hf_prefix="BigBird"
             fields=(Field("hidden_act", "head.pooler_activation", "gelu_new", ACTIVATION),),
         ),
     )
+    del tasks["ForQuestionAnswering"]
+    refused = {"ForCausalLM": AS_DECODER, "ForQuestionAnswering": QA_REFUSAL}
     tensors = table(
         BERT_EMBEDDINGS + LAYERS,
         prefixes=("bert.", ""),
@@ -63,9 +74,9 @@ class BigBirdConverter(BertConverter, model_type="big_bird", hf_prefix="BigBird"
     )
 
     def task_of(self, config: dict[str, Any], tensor_names: Sequence[str] = ()) -> str:
-        """BertConverter's, refusing the question-answering head by its reason."""
-        archs = config.get("architectures") or []
-        if archs[:1] == ["BigBirdForQuestionAnswering"] or any(
+        """BertConverter's, refusing the question-answering head by its tensors as well when
+        config.json names no architecture."""
+        if not config.get("architectures") and any(
             n.startswith("qa_classifier.") for n in tensor_names
         ):
             raise ConversionError(QA_REFUSAL)

@@ -46,6 +46,11 @@ class XLMConverter(
         "attention: {kind: mha, fused_qkv: true, bias: true}",
     )
     fields = (*LAYER_FIELDS, *PAD)
+    refused = {
+        "ForQuestionAnswering": "XLM's SQuAD 2.0 head (start top-k, end logits conditioned on "
+        "each start, an answerability classifier): archzoo's question_answering head is "
+        "XLMForQuestionAnsweringSimple's start/end logits",
+    }
     tasks = {
         "Model": HEADLESS,
         "WithLMHeadModel": task(  # an encoder's MLM head, or a causal model's LM head
