@@ -45,10 +45,10 @@ class LayerCache:
             raise ValueError(
                 f"KV cache holds {self.capacity} tokens; cannot add {t} more after {start}"
             )
-        self.k[:, :, start : start + t] = k
-        self.v[:, :, start : start + t] = v
+        self.k.narrow(2, start, t).copy_(k)  # narrow: the cheapest view to write through
+        self.v.narrow(2, start, t).copy_(v)
         self.length = start + t
-        return self.k[:, :, : self.length], self.v[:, :, : self.length]
+        return self.k.narrow(2, 0, self.length), self.v.narrow(2, 0, self.length)
 
     def extend(
         self, k: Tensor, v: Tensor, index: Tensor, valid: Tensor

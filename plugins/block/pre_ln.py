@@ -22,4 +22,5 @@ class PreLNBlock(Block, name="pre_ln", final_norm=True):
             self.attention_norm = nn.Identity()
 
     def residual(self, x: Tensor, part: str, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
-        return x + self.dropout(sublayer(getattr(self, f"{part}_norm")(x)))
+        out = sublayer(getattr(self, f"{part}_norm")(x))
+        return x + (self.dropout(out) if self.training else out)  # eval: no module call

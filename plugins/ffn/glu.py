@@ -33,4 +33,5 @@ class GLUFeedForward(FeedForward, name="glu"):
         self.dropout = nn.Dropout(cfg.inner_dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.down(self.dropout(self.act(self.gate(x)) * self.up(x)))
+        h = self.act(self.gate(x)) * self.up(x)  # (B, T, d_ff)
+        return self.down(self.dropout(h) if self.training else h)
