@@ -30,8 +30,11 @@ class LayerCache:
         value_shape: tuple[int, int] | None = None,
     ) -> None:
         v_heads, v_dim = value_shape or (n_kv_heads, head_dim)
-        self.k = torch.zeros(batch, n_kv_heads, capacity, head_dim, dtype=dtype, device=device)
-        self.v = torch.zeros(batch, v_heads, capacity, v_dim, dtype=dtype, device=device)
+        # without a window only written slots are read; a ring's empty slots are read (masked),
+        # so they must hold finite numbers
+        alloc = torch.empty if window is None else torch.zeros
+        self.k = alloc(batch, n_kv_heads, capacity, head_dim, dtype=dtype, device=device)
+        self.v = alloc(batch, v_heads, capacity, v_dim, dtype=dtype, device=device)
         self.window = window
         self.capacity = capacity
         self.length = 0  # tokens seen so far (may exceed capacity with a window)
