@@ -112,3 +112,24 @@ def test_encoder_decoder_loss_is_unshifted_cross_entropy_ignoring_minus_100():
     keep = labels != -100
     picked = -out.logits.float().log_softmax(-1).gather(-1, labels.clamp_min(0)[..., None])[..., 0]
     torch.testing.assert_close(out.loss, picked[keep].mean(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("ffn", ["mlp", "glu"])
+def test_dropout_modules_switched_to_train_still_drop_in_an_eval_model(ffn):
+    """Monte Carlo dropout: an eval model whose nn.Dropout modules alone are set to train
+    drops at every site (the eval fast path skips a dropout only when that module is off)."""
+    model = archzoo.build_model("gpt2", {**TINY_GPT, "dropout": 0.5, "ffn": ffn}).eval()
+    ids = torch.randint(0, TINY_GPT["vocab_size"], (1, 8), generator=torch.Generator())
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, model(ids).logits)
+        dropouts = [m for m in model.modules() if isinstance(m, torch.nn.Dropout)]
+        for m in dropouts:
+            m.train()
+        ran: set[int] = set()
+        hooks = [m.register_forward_hook(lambda m, *_: ran.add(id(m))) for m in dropouts]
+        torch.manual_seed(0)
+        first = model(ids).logits
+        for h in hooks:
+            h.remove()
+        assert not torch.equal(first, model(ids).logits)
+    assert ran == {id(m) for m in dropouts}  # every dropout module ran

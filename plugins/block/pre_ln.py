@@ -23,4 +23,4 @@ class PreLNBlock(Block, name="pre_ln", final_norm=True):
 
     def residual(self, x: Tensor, part: str, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         out = sublayer(getattr(self, f"{part}_norm")(x))
-        return x + (self.dropout(out) if self.training else out)  # eval: no module call
+        return x + (self.dropout(out) if self.dropout.training else out)  # eval: no call

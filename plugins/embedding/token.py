@@ -100,4 +100,4 @@ class TokenEmbedding(Embedding, name="token"):
 
     def finish(self, x: Tensor, positions: Tensor | None) -> Tensor:
         """The embedded sum (B, T, embed_width) to the output; `positions`: late ones, if any."""
-        return self.dropout(x) if self.training else x
+        return self.dropout(x) if self.dropout.training else x

@@ -34,4 +34,4 @@ class GLUFeedForward(FeedForward, name="glu"):
 
     def forward(self, x: Tensor) -> Tensor:
         h = self.act(self.gate(x)) * self.up(x)  # (B, T, d_ff)
-        return self.down(self.dropout(h) if self.training else h)
+        return self.down(self.dropout(h) if self.dropout.training else h)

@@ -43,7 +43,7 @@ class MLPFeedForward(FeedForward, name="mlp"):
             # keep only h for backward; act(h) is recomputed there (one d_ff tensor less)
             return _ActLinear.apply(h, self.fc_out.weight, self.fc_out.bias, self.act)
         a = self.act(h)
-        return self.fc_out(self.dropout(a) if self.training else a)
+        return self.fc_out(self.dropout(a) if self.dropout.training else a)
 
 
 class _ActLinear(torch.autograd.Function):
