@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 IGNORE_INDEX = -100
-CHUNK_ELEMENTS = 1 << 23  # logits per chunk (32 MiB in fp32)
+CHUNK_ELEMENTS = 1 << 22  # logits per chunk (16 MiB in fp32)
 
 
 def shift_labels(labels: Tensor) -> Tensor:
@@ -96,15 +96,21 @@ class _LinearCrossEntropy(torch.autograd.Function):
             t = target[start : start + rows]
             keep = valid[start : start + rows]
             logits = F.linear(h, weight, bias).float()  # (C, V)
-            lse = torch.logsumexp(logits, dim=-1)  # (C,)
             picked = logits.gather(1, t.clamp(min=0)[:, None])[:, 0]
+            mean = logits.mean(dim=-1) if smoothing else None
+            # log-sum-exp and softmax in place: no second (C, V) buffer (torch.logsumexp
+            # would make one for exp(logits - max))
+            top = logits.amax(dim=-1)  # (C,)
+            probs = logits.sub_(top[:, None]).exp_()  # unnormalised, in place: (C, V)
+            sums = probs.sum(dim=-1)
+            lse = top + sums.log()
             row_loss = (1.0 - smoothing) * (lse - picked)
             if smoothing:
-                row_loss = row_loss + smoothing * (lse - logits.mean(dim=-1))
+                row_loss = row_loss + smoothing * (lse - mean)
             total += row_loss.masked_fill(~keep, 0.0).sum()
             if not (needs_h or needs_w or needs_b):
                 continue
-            grad = logits.sub_(lse[:, None]).exp_()  # softmax, in place: (C, V)
+            grad = probs.div_(sums[:, None])  # softmax, in place: (C, V)
             if smoothing:
                 grad.sub_(smoothing / vocab)
             grad.scatter_add_(
