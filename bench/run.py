@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import json
 import statistics
 import subprocess
@@ -208,6 +209,10 @@ def memory_one(case: str, repeats: int) -> dict[str, float]:
 
     for p in model.parameters():  # gradients are part of the baseline, not of the peak
         p.grad = torch.zeros_like(p)
+    # torch.utils.checkpoint imports torch._dynamo (with sympy: ~70 MiB of Python modules) on
+    # its first call; transformers imports it at import time. Imported here for both sides,
+    # so no library import is counted as a step's activations.
+    importlib.import_module("torch._dynamo")
     gc.collect()
     growth = peak_memory_growth(step)  # the first step: nothing freed earlier to reuse
     seconds = median_time(step, repeats, warmup=0)
