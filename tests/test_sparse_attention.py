@@ -103,6 +103,7 @@ def test_longformer_band_and_gradient_paths_equal_dense():
         q, k, v, pad = inputs(T, padded)
         mask = pattern_mask(pattern, q, k, causal=causal, key_padding=pad)
         assert band_applies(q, k, v, mask, {"scale": None})
+        band = blocked_attention(q, k, v, pattern, causal=causal, key_padding=pad)
         leaves = [t.clone().requires_grad_() for t in (q, k, v)]
         assert not band_applies(*leaves, mask, {"scale": None})
         w = torch.randn(q.shape, generator=torch.Generator().manual_seed(2))
@@ -111,6 +112,7 @@ def test_longformer_band_and_gradient_paths_equal_dense():
         got = blocked_attention(*leaves, pattern, causal=causal, key_padding=pad)
         grads = torch.autograd.grad((got * w).sum(), leaves)
         where = f"{name} T={T} causal={causal} padded={padded}"
+        assert (band - ref).abs().max().item() <= 1e-5, where
         assert (got - ref).abs().max().item() <= 1e-5, where
         assert max((a - b).abs().max().item() for a, b in zip(grads, want, strict=True)) <= 1e-5, (
             where
