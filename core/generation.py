@@ -39,6 +39,7 @@ class Settings:
     use_cache: bool
     generator: torch.Generator | None
     on_token: Callable[[Tensor], None] | None = None
+    eos_ids: Tensor | None = None  # `eos` as a tensor on the inputs' device (made once)
 
 
 class _Runner:
@@ -125,7 +126,8 @@ def _as_list(value: int | list[int] | None) -> list[int]:
 def _process(scores: Tensor, step: int, s: Settings, *, warp: bool) -> Tensor:
     """transformers' logits processors in their order: min new tokens, forced EOS, warpers."""
     if s.eos and step < s.min_new_tokens:
-        scores[:, s.eos] = -float("inf")
+        eos = torch.tensor(s.eos, device=scores.device) if s.eos_ids is None else s.eos_ids
+        scores.index_fill_(-1, eos, -float("inf"))
     if s.forced_eos is not None and step == s.max_new_tokens - 1:
         scores[:] = -float("inf")
         scores[:, s.forced_eos] = 0.0
@@ -230,6 +232,7 @@ def generate(
         use_cache=s.use_cache,
         seq2seq=role.cross,
     )
+    s.eos_ids = torch.tensor(eos, device=input_ids.device) if eos else None
     if attention_mask is None:
         attention_mask = _infer_mask(input_ids, pad, eos)
     with torch.inference_mode(), trusted_inputs():  # checked above; steps feed their own
@@ -281,7 +284,7 @@ def _sample(runner: _Runner, prompt: Tensor, s: Settings) -> Tensor:
     out = prompt.new_empty(B, L + s.max_new_tokens)  # written in place, never re-allocated
     out[:, :L] = prompt
     unfinished = torch.ones(B, dtype=torch.bool, device=prompt.device)
-    eos = torch.tensor(s.eos, device=prompt.device) if s.eos else None
+    eos = s.eos_ids
     logits = runner.start(prompt)
     n = 0
     for step in range(s.max_new_tokens):
@@ -314,7 +317,7 @@ def _beam_search(runner: _Runner, prompt: Tensor, s: Settings) -> Tensor:
     fill = s.pad if s.pad else (s.eos[0] if s.eos else -1)  # transformers' `pad or eos[0]`
     keep = max(2, 1 + len(s.eos)) * K
     top_mask = torch.arange(keep, device=dev) < K
-    eos = torch.tensor(s.eos, device=dev) if s.eos else None
+    eos = s.eos_ids
 
     running = prompt.new_full((B, K, max_len), fill)
     running[:, :, :L] = prompt[:, None]

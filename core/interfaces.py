@@ -241,6 +241,14 @@ class AttentionContext:
     probs: Tensor | None = None  # (B, H, Tq, Tk), set through Attention.record_probs
     input_ids: Tensor | None = None  # (B, T) the stack's token ids (new ones when decoding)
 
+    def with_cache(self, cache: Any) -> AttentionContext:
+        """This context with one layer's `cache`: a shallow copy, as `dataclasses.replace`
+        makes, without re-running `__init__` (it is made per layer and decoding step)."""
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.cache = cache
+        return new
+
 
 class Attention(Component):
     """Projections plus the attention core. forward(x, ctx, memory) -> (B, Tq, d_model).

@@ -223,10 +223,13 @@ class AttentionMask:
         bias: an additive score term (B or 1, H, Tq, Tk) folded into the mask (cast to
         `dtype`, the query dtype; masked scores get the dtype's lowest finite value).
         """
-        if bias is None:
-            if self.sdpa_causal:
-                return {"attn_mask": None, "is_causal": True}
-            return {"attn_mask": self.dense(), "is_causal": False}
+        if bias is None:  # the same for every layer of a forward: made once
+            made = self._made.get("sdpa")
+            if made is None:
+                causal = self.sdpa_causal
+                made = {"attn_mask": None if causal else self.dense(), "is_causal": causal}
+                self._made["sdpa"] = made
+            return dict(made)
         bias = bias.to(dtype or bias.dtype)
         keep = self.dense()
         if keep is None:

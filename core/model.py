@@ -154,6 +154,7 @@ class Stack(nn.Module):
             cross_ctx = AttentionContext(cross_mask)
         recompute = self.checkpointing and self.training and torch.is_grad_enabled()
         per_layer = self.position.per_layer
+        blocks = list(self.blocks)  # indexing a ModuleList costs a call per layer
         for j, i in enumerate(self.layer_map):
             lctx = layer_ctxs[j]
             if per_layer and self.position_of[j] is None:  # parameters per layer (UMT5)
@@ -162,16 +163,14 @@ class Stack(nn.Module):
                 x = self._recorded_layer(j, i, x, lctx, memory, cross_ctx, cache, record)
                 continue
             if recompute:  # keep only block inputs; recompute the rest in backward
-                x = checkpoint(self.blocks[i], x, lctx, memory, cross_ctx, use_reentrant=False)
+                x = checkpoint(blocks[i], x, lctx, memory, cross_ctx, use_reentrant=False)
                 continue
             if cache is None:
-                x = self.blocks[i](x, lctx, memory, cross_ctx)
+                x = blocks[i](x, lctx, memory, cross_ctx)
                 continue
-            layer_ctx = replace(lctx, cache=cache.layers[j])
-            layer_cross = (
-                replace(cross_ctx, cache=cache.cross[j]) if cross_ctx is not None else None
-            )
-            x = self.blocks[i](x, layer_ctx, memory, layer_cross)
+            layer_ctx = lctx.with_cache(cache.layers[j])
+            layer_cross = cross_ctx.with_cache(cache.cross[j]) if cross_ctx is not None else None
+            x = blocks[i](x, layer_ctx, memory, layer_cross)
         if self.final_norm is not None:
             x = self.final_norm(x)
         if record is not None:
@@ -192,9 +191,9 @@ class Stack(nn.Module):
         """Run layer use j (block i) keeping its input and, if asked, its probabilities."""
         record.before_layer(x)
         if cache is not None:
-            ctx = replace(ctx, cache=cache.layers[j])
+            ctx = ctx.with_cache(cache.layers[j])
             if cross_ctx is not None:
-                cross_ctx = replace(cross_ctx, cache=cache.cross[j])
+                cross_ctx = cross_ctx.with_cache(cache.cross[j])
         ctx, cross_ctx = record.layer_ctx(j, ctx, cross_ctx)
         block = self.blocks[i]
         x = block(x, ctx, memory, cross_ctx)

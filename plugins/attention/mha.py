@@ -131,19 +131,27 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
     ) -> tuple[Tensor, Tensor, Tensor]:
         """q (B, H, Tq, hd), k and v (B, Hkv, Tk, hd), with positions and cache applied."""
         if memory is None:
-            if hasattr(self, "qkv"):
-                q, k, v = self._clip(self.qkv(x)).split(
-                    [self.q_dim, self.kv_dim, self.kv_dim], dim=-1
-                )
+            fused = hasattr(self, "qkv")
+            if fused and self.cfg.qk_norm != "full":  # heads straight from the fused output
+                B, T, _ = x.shape
+                heads = self.n_heads + 2 * self.n_kv
+                qkv = self._clip(self.qkv(x)).view(B, T, heads, self.head_dim).transpose(1, 2)
+                # qkv: (B, H + 2 Hkv, T, hd); the same views as splitting features first
+                q, k, v = qkv.split_with_sizes([self.n_heads, self.n_kv, self.n_kv], dim=1)
             else:
-                q, k, v = self._clip(self.q(x)), self._clip(self.k(x)), self._clip(self.v(x))
-            if self.cfg.qk_norm == "full":  # over all heads at once: (B, T, H*hd)
-                q, k = self.q_norm(q), self.k_norm(k)
-            q, k, v = (
-                self._heads(q, self.n_heads),
-                self._heads(k, self.n_kv),
-                self._heads(v, self.n_kv),
-            )
+                if fused:
+                    q, k, v = self._clip(self.qkv(x)).split(
+                        [self.q_dim, self.kv_dim, self.kv_dim], dim=-1
+                    )
+                else:
+                    q, k, v = self._clip(self.q(x)), self._clip(self.k(x)), self._clip(self.v(x))
+                if self.cfg.qk_norm == "full":  # over all heads at once: (B, T, H*hd)
+                    q, k = self.q_norm(q), self.k_norm(k)
+                q, k, v = (
+                    self._heads(q, self.n_heads),
+                    self._heads(k, self.n_kv),
+                    self._heads(v, self.n_kv),
+                )
             if self.cfg.qk_norm in ("head", "each_head"):  # each head's hd features: (B, H, T, hd)
                 q, k = self.q_norm(q), self.k_norm(k)
         else:  # cross-attention: memory keys/values are computed once per generation
@@ -195,7 +203,8 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
                 dropout_p=self.dropout if self.training else 0.0,
             )  # (B, H, Tq, hd)
         else:
-            self.record_probs(ctx, q, k, scale=scale, bias=bias)  # only when asked
+            if ctx.want_probs:
+                self.record_probs(ctx, q, k, scale=scale, bias=bias)
             out = F.scaled_dot_product_attention(
                 q,
                 k,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -18,7 +19,8 @@ class LayerNorm(ScaledNorm, name="layernorm"):
         bias: bool = param(True, "learn a shift as well as a scale")
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.weight.dim() == 1:
-            return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.cfg.eps)
-        h = F.layer_norm(x, x.shape[-1:], eps=self.cfg.eps) * self.weight[:, None]  # (B, H, T, d)
-        return h if self.bias is None else h + self.bias[:, None]
+        weight, bias = self.weight, self.bias
+        if weight.dim() == 1:  # torch.layer_norm: F.layer_norm's kernel without its wrapper
+            return torch.layer_norm(x, weight.shape, weight, bias, self.cfg.eps)
+        h = F.layer_norm(x, x.shape[-1:], eps=self.cfg.eps) * weight[:, None]  # (B, H, T, d)
+        return h if bias is None else h + bias[:, None]
