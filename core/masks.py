@@ -226,7 +226,7 @@ class AttentionMask:
         if bias is None:  # the same for every layer of a forward: made once
             made = self._made.get("sdpa")
             if made is None:
-                causal = self.sdpa_causal
+                causal = bool(self.sdpa_causal)  # a plain bool even under dynamic shapes
                 made = {"attn_mask": None if causal else self.dense(), "is_causal": causal}
                 self._made["sdpa"] = made
             return dict(made)
