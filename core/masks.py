@@ -226,8 +226,10 @@ class AttentionMask:
         if bias is None:  # the same for every layer of a forward: made once
             made = self._made.get("sdpa")
             if made is None:
-                causal = bool(self.sdpa_causal)  # a plain bool even under dynamic shapes
-                made = {"attn_mask": None if causal else self.dense(), "is_causal": causal}
+                if self.sdpa_causal:  # a branch: under dynamic shapes it is a SymBool
+                    made = {"attn_mask": None, "is_causal": True}
+                else:
+                    made = {"attn_mask": self.dense(), "is_causal": False}
                 self._made["sdpa"] = made
             return dict(made)
         bias = bias.to(dtype or bias.dtype)
