@@ -131,7 +131,7 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
     ) -> tuple[Tensor, Tensor, Tensor]:
         """q (B, H, Tq, hd), k and v (B, Hkv, Tk, hd), with positions and cache applied."""
         if memory is None:
-            fused = hasattr(self, "qkv")
+            fused = "qkv" in self._modules  # hasattr goes through Module.__getattr__
             if fused and self.cfg.qk_norm != "full":  # heads straight from the fused output
                 B, T, _ = x.shape
                 heads = self.n_heads + 2 * self.n_kv
