@@ -18,7 +18,9 @@ projections, scaled_dot_product_attention over a KV buffer of the length that st
 step is work no implementation can skip either; it grows with batch x length, so at batch
 32 it is a visible part of the call and this column says how much.
 Each round runs transformers, archzoo, floor and floor + attention once, in that order, so
-drifting load from other processes hits all four alike; rates are medians over rounds.
+drifting load from other processes hits all four alike; rates are medians over rounds, and
+the ratios to the floor are medians of each round's own ratio (a slow round slows its floor
+too), printed with archzoo's lowest and highest round.
 A bf16 row compares both libraries in bf16. With --write the table goes in bench/RESULTS.md.
 """
 
@@ -110,7 +112,15 @@ def measure(ref, ours, batch: int, n: int, repeats: int) -> dict[str, float]:
         repeats,
     )
     rates = {name: batch * n / statistics.median(t) for name, t in times.items()}
-    return {**rates, "same": same, "load": os.getloadavg()[0]}
+    # each round's own ratio (its floor ran right after it), so load that drifts between
+    # rounds cancels: the ratio columns are medians of these, with their spread
+    pairs = {
+        name: sorted(f / t for f, t in zip(times["floor"], times[name], strict=True))
+        for name in ("hf", "az", "attn")
+    }
+    shares = {f"{name}/floor": statistics.median(r) for name, r in pairs.items()}
+    spread = (pairs["az"][0], pairs["az"][-1])
+    return {**rates, **shares, "az spread": spread, "same": same, "load": os.getloadavg()[0]}
 
 
 def main() -> None:
@@ -149,8 +159,9 @@ def main() -> None:
         "batch's rows), F.linear on the model's own weights, in the layout both libraries "
         "hold them; no implementation can be faster. floor + attention adds each layer's SDPA "
         "over the keys and values the step reads; attention = its share of that floor. Each "
-        "round runs transformers, archzoo, floor, floor + attention, in that order. "
-        f"Target: archzoo >= {TARGET} x floor.",
+        "round runs transformers, archzoo, floor, floor + attention, in that order; the "
+        "ratio columns are medians of each round's own ratio (archzoo / floor: lowest-highest "
+        f"round in brackets). Target: archzoo >= {TARGET} x floor.",
         "",
         "| batch | dtype | transformers tok/s | archzoo tok/s | speed-up | floor tok/s | "
         "floor + attention tok/s | attention | transformers / floor | archzoo / floor | "
@@ -158,11 +169,12 @@ def main() -> None:
         "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|:---:|---:|",
     ]
     for batch, dtype, r in rows:
-        share = r["az"] / r["floor"]
+        share, (low, high) = r["az/floor"], r["az spread"]
         lines.append(
             f"| {batch} | {dtype} | {r['hf']:.1f} | {r['az']:.1f} | {r['az'] / r['hf']:.2f}x | "
-            f"{r['floor']:.1f} | {r['attn']:.1f} | {1 - r['attn'] / r['floor']:.0%} | "
-            f"{r['hf'] / r['floor']:.2f} | {share:.2f} | {r['az'] / r['attn']:.2f} | "
+            f"{r['floor']:.1f} | {r['attn']:.1f} | {1 - r['attn/floor']:.0%} | "
+            f"{r['hf/floor']:.2f} | {share:.2f} ({low:.2f}-{high:.2f}) | "
+            f"{share / r['attn/floor']:.2f} | "
             f"{'met' if share >= TARGET else 'MISSED'} | {r['same']} | {r['load']:.1f} |"
         )
     print("\n".join(lines))
