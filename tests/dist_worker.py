@@ -57,5 +57,6 @@ def run_rank(rank: int, world: int, mode: str, port: int, queue) -> None:
         losses = train(wrapped, batch().chunk(world)[rank], world)
         if rank == 0:
             queue.put(losses)
+        dist.barrier()  # both ranks done before either tears gloo down (one aborted otherwise)
     finally:
         dist.destroy_process_group()
