@@ -149,6 +149,16 @@ class Registry:
         if load_entry_points:
             self._load_entry_points()
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Registry:
+        """The registry is the process's table of plugins, not a model's state: a deep copy
+        of a model (EMA, a frozen teacher, AveragedModel) shares it."""
+        return self
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        """Pickled by reference (its plugin manager holds modules): a pickled model loads
+        with the loading process's own registry."""
+        return (get_registry, ())
+
     def register_plugin(
         self,
         plugin: Any,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import pickle
@@ -99,6 +100,22 @@ def test_save_then_load_gives_bit_identical_logits(family, tmp_path):
     assert torch.equal(got, expected)
     for name, t in model.state_dict().items():
         assert torch.equal(loaded.state_dict()[name], t), name
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_model_deep_copies_and_pickles_as_a_whole(family, tmp_path):
+    """copy.deepcopy (EMA, a frozen teacher, AveragedModel) and torch.save(model): the copy
+    owns its parameters and gives the same logits; the plugin registry is shared, not copied
+    (its plugin manager holds modules, which neither deepcopy nor pickle can copy)."""
+    model = build(family)
+    twin = copy.deepcopy(model)
+    assert twin.spec.plan.registry is model.spec.plan.registry
+    for (name, p), q in zip(model.named_parameters(), twin.parameters(), strict=True):
+        assert q is not p and torch.equal(q, p), name
+    torch.save(model, tmp_path / "m.pt")
+    loaded = torch.load(tmp_path / "m.pt", weights_only=False)
+    assert torch.equal(forward(twin.eval()), forward(model.eval()))
+    assert torch.equal(forward(loaded.eval()), forward(model))
 
 
 @pytest.mark.parametrize("family", FAMILIES)
