@@ -40,7 +40,7 @@ def test_gpt2_to_llama_reads_as_a_summary():
         "head_dim 64 -> 128",
         "d_ff 3,072 -> 11,008",
         "position learned -> rotary",
-        "ffn mlp(activation=gelu_tanh, bias=true) -> glu(activation=swiglu, bias=false)",
+        "ffn mlp(activation=gelu_new, bias=true) -> glu(activation=swiglu, bias=false)",
         "norm layernorm -> rmsnorm",
         "head: lm: tie true -> false",
         "costs (context 1,024):",
@@ -73,8 +73,8 @@ def test_bert_to_albert_names_sharing_factorization_and_the_saving():
         "embedding token -> factorized(embedding_size=128)",
         "sharing none -> all",
         "attention mha: fused_qkv true -> false",
-        "ffn mlp: activation gelu -> gelu_tanh",
-        "head: mlm: activation gelu -> gelu_tanh",
+        "ffn mlp: activation gelu -> gelu_new",
+        "head: mlm: activation gelu -> gelu_new",
         "parameters 109.5M -> 11.2M (-98.3M, x0.10)",
     ]:
         assert expected in lines, (expected, out)

@@ -2,7 +2,7 @@
 
 The name mappings are local to this test (not the converters under test elsewhere), so a
 match proves the component semantics themselves: post-LN vs pre-LN + final norm, gelu vs
-gelu_tanh, norm eps, token types, tied heads and BERT's MLM transform.
+gelu_new, norm eps, token types, tied heads and BERT's MLM transform.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import archzoo
 
 V = 100
 LAYERS = 2
-# Observed parity is ~1e-6; a wrong activation (gelu vs gelu_tanh) or norm eps moves these
+# Observed parity is ~1e-6; a wrong activation (gelu vs gelu_new) or norm eps moves these
 # tiny models' logits by only ~2e-4, so the bound stays well under that (and under 1e-4).
 LOGITS_TOL = 1e-5
 
@@ -172,9 +172,28 @@ def bert_pair():
 def test_gpt2_spec_components_are_what_hf_computes(gpt2_pair):
     ref, ours = gpt2_pair
     data = ours.spec.data
-    assert (data["block"]["kind"], data["ffn"]["activation"]) == ("pre_ln", "gelu_tanh")
+    assert (data["block"]["kind"], data["ffn"]["activation"]) == ("pre_ln", "gelu_new")
     assert ref.config.activation_function == "gelu_new"  # the tanh approximation
     assert data["norm"]["eps"] == ref.config.layer_norm_epsilon
+
+
+def test_gpt2_bf16_logits_are_bit_identical_to_hf(tmp_path):
+    """In bf16 every op rounds, so parity means transformers' ops in its order: GELU's tanh
+    form op by op (`gelu_new`; F.gelu's single rounding moved these logits by up to 1.6e-2),
+    the checkpoint's own weight layout (from_hf keeps Conv1D's (in, out) tensors) and SDPA
+    (transformers' default attention)."""
+    torch.manual_seed(0)
+    ref = tiny_gpt2()
+    ref.set_attn_implementation("sdpa")
+    perturb(ref, seed=3, scale=0.1)
+    ref.save_pretrained(tmp_path)
+    ours = archzoo.from_hf(tmp_path, dtype=torch.bfloat16)
+    ref = ref.to(torch.bfloat16).eval()
+    ids = torch.randint(1, V, (4, 12), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        expected, got = ref(input_ids=ids).logits, ours(ids).logits
+    assert got.dtype == torch.bfloat16
+    assert torch.equal(got, expected)
 
 
 def test_gpt2_logits_match_hf(gpt2_pair):
@@ -232,3 +251,19 @@ def test_bert_mlm_loss_matches_hf(bert_pair):
         got = ours(ids, attention_mask=mask, labels=labels).loss
     assert abs(got.item() - expected.item()) <= 1e-5
     assert got.item() > 1.0
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_gelu_new_computes_transformers_gelu_new(dtype):
+    """Bit-identical in 16-bit floats (the same ops in the same order); in fp32 F.gelu's one
+    rounding stays within float32 resolution of it."""
+    from transformers.activations import NewGELUActivation
+
+    from archzoo.plugins.ffn.activations import ACTIVATIONS
+
+    x = torch.randn(4, 3000, generator=torch.Generator().manual_seed(0)).mul(4).to(dtype)
+    got, expected = ACTIVATIONS["gelu_new"](x), NewGELUActivation()(x)
+    if dtype == torch.float32:
+        torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
+    else:
+        assert torch.equal(got, expected)

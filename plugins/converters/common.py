@@ -17,9 +17,9 @@ PATHS = {k: v for k, v in vars(paths).items() if k.isupper()}
 ACTIVATION = Values(
     {
         "gelu": "gelu",
-        "gelu_new": "gelu_tanh",
-        "gelu_fast": "gelu_tanh",
-        "gelu_pytorch_tanh": "gelu_tanh",
+        "gelu_new": "gelu_new",  # op by op, as transformers: bit-identical in bf16
+        "gelu_pytorch_tanh": "gelu_tanh",  # F.gelu(approximate="tanh"): exported as this
+        "gelu_fast": "gelu_tanh",  # its own op order; F.gelu's numbers in fp32
         "relu": "relu",
         "silu": "silu",
         "swish": "silu",

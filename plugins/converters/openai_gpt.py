@@ -10,8 +10,9 @@ from archzoo.converter import Converter, Values, parse_fields, spec_parts
 from .common import HEADLESS, TWO_HEADS, lm_task, table, task
 from .gpt2 import GPT2Converter
 
-# transformers' GPT-1 `afn` names: its "gelu" is the tanh approximation (OpenAI's original)
-AFN = Values({"gelu": "gelu_tanh", "relu": "relu", "silu": "silu", "swish": "silu"})
+# transformers' GPT-1 `afn` names: its "gelu" is the tanh approximation (OpenAI's original),
+# computed as GPT-2's gelu_new
+AFN = Values({"gelu": "gelu_new", "relu": "relu", "silu": "silu", "swish": "silu"})
 
 
 class OpenAIGPTConverter(

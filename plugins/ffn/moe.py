@@ -32,7 +32,7 @@ class MoEFeedForward(FeedForward, name="moe", aux_loss=True):
         expert: Literal["glu", "mlp"] = param("glu", "expert kind: gated (glu) or plain (mlp)")
         activation: str = param(
             "swiglu",
-            "glu: swiglu/geglu/geglu_tanh/reglu/swiglu_clamped; mlp: relu/gelu/gelu_tanh/silu",
+            "glu: swiglu/geglu/geglu_tanh/reglu/swiglu_clamped; mlp: relu/gelu/gelu_tanh/gelu_new/silu",
         )
         glu_alpha: float = param(
             1.702, "swiglu_clamped: gain in g * sigmoid(alpha * g) (GPT-OSS)", gt=0.0
@@ -110,7 +110,9 @@ class MoEFeedForward(FeedForward, name="moe", aux_loss=True):
         if cfg.top_k > cfg.n_experts:
             problems.append(("top_k", f"top_k {cfg.top_k} exceeds n_experts {cfg.n_experts}"))
         allowed = (
-            (*GATES, CLAMPED) if cfg.expert == "glu" else ("relu", "gelu", "gelu_tanh", "silu")
+            (*GATES, CLAMPED)
+            if cfg.expert == "glu"
+            else ("relu", "gelu", "gelu_tanh", "gelu_new", "silu")
         )
         if cfg.activation not in allowed:
             problems.append(

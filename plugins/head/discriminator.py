@@ -19,7 +19,7 @@ class DiscriminatorHead(Head, name="discriminator"):
     families = ("encoder",)
 
     class Config:
-        activation: Literal["relu", "gelu", "gelu_tanh", "silu"] = param(
+        activation: Literal["relu", "gelu", "gelu_tanh", "gelu_new", "silu"] = param(
             "gelu", "non-linearity after the dense layer (the model's)"
         )
 

@@ -23,7 +23,7 @@ class MLMHead(Head, name="mlm"):
     families = ("encoder",)
 
     class Config:
-        activation: Literal["relu", "gelu", "gelu_tanh", "silu"] = param(
+        activation: Literal["relu", "gelu", "gelu_tanh", "gelu_new", "silu"] = param(
             "gelu", "non-linearity of the transform"
         )
         tie: bool = param(True, "reuse the token embedding table as the decoder")

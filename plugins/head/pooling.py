@@ -69,7 +69,7 @@ class PoolerConfig:
     """The parameters of a head's optional pooler."""
 
     pooler: bool = param(True, "dense + activation on the pooled vector (BERT's pooler)")
-    pooler_activation: Literal["tanh", "relu", "gelu", "gelu_tanh"] = param(
+    pooler_activation: Literal["tanh", "relu", "gelu", "gelu_tanh", "gelu_new"] = param(
         "tanh", "the pooler's non-linearity (DistilBERT: relu, ELECTRA: gelu)"
     )
     pooler_bias: bool = param(True, "a bias on the pooler's dense layer")
