@@ -262,8 +262,13 @@ def test_gelu_new_computes_transformers_gelu_new(dtype):
     from archzoo.plugins.ffn.activations import ACTIVATIONS
 
     x = torch.randn(4, 3000, generator=torch.Generator().manual_seed(0)).mul(4).to(dtype)
-    got, expected = ACTIVATIONS["gelu_new"](x), NewGELUActivation()(x)
+    expected = NewGELUActivation()(x)
+    graph = x.clone().requires_grad_()  # the out-of-place path autograd can differentiate
+    got, grown = ACTIVATIONS["gelu_new"](x), ACTIVATIONS["gelu_new"](graph)
+    grown.sum().backward()
+    assert graph.grad is not None and bool(graph.grad.isfinite().all())
     if dtype == torch.float32:
         torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(grown.detach(), expected, rtol=1e-6, atol=1e-6)
     else:
-        assert torch.equal(got, expected)
+        assert torch.equal(got, expected) and torch.equal(grown.detach(), expected)

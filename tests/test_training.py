@@ -133,3 +133,36 @@ def test_dropout_modules_switched_to_train_still_drop_in_an_eval_model(ffn):
             h.remove()
         assert not torch.equal(first, model(ids).logits)
     assert ran == {id(m) for m in dropouts}  # every dropout module ran
+
+
+@pytest.mark.parametrize("spec", ["gpt2", "encoder-decoder"])
+def test_pre_ln_written_out_forward_is_the_generic_residual_path(spec, monkeypatch):
+    """PreLNBlock.forward spells out Block.forward through `residual` (the decoding hot
+    path): the same logits and gradients, dropout included, with and without cross-attention."""
+    from archzoo.interfaces import Block
+    from archzoo.plugins.block.pre_ln import PreLNBlock
+
+    if spec == "gpt2":
+        model = archzoo.build_model("gpt2", {**TINY_GPT, "dropout": 0.3})
+        args = (torch.randint(0, TINY_GPT["vocab_size"], (2, 8), generator=torch.Generator()),)
+        kwargs = {}
+    else:
+        data = {**TINY_ENCODER_DECODER, "dropout": 0.3, "block": "pre_ln"}
+        model = archzoo.build_model(data)
+        args = (torch.randint(0, 50, (2, 7), generator=torch.Generator()),)
+        kwargs = {"decoder_input_ids": torch.randint(0, 50, (2, 5), generator=torch.Generator())}
+    blocks = [m for m in model.modules() if isinstance(m, PreLNBlock)]
+    assert blocks and any(b.cross_attention is not None for b in blocks) == (spec != "gpt2")
+
+    def run() -> tuple[torch.Tensor, list[torch.Tensor]]:
+        model.zero_grad()
+        torch.manual_seed(0)
+        logits = model(*args, **kwargs).logits
+        logits.square().mean().backward()
+        return logits.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    fast = run()
+    monkeypatch.setattr(PreLNBlock, "forward", Block.forward)
+    generic = run()
+    assert torch.equal(fast[0], generic[0])
+    assert all(torch.equal(a, b) for a, b in zip(fast[1], generic[1], strict=True))

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from torch import Tensor, nn
 
 from archzoo.component import param
-from archzoo.interfaces import Block, NormFactory
+from archzoo.interfaces import AttentionContext, Block, NormFactory
 
 
 class PreLNBlock(Block, name="pre_ln", final_norm=True):
@@ -24,3 +24,24 @@ class PreLNBlock(Block, name="pre_ln", final_norm=True):
     def residual(self, x: Tensor, part: str, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         out = sublayer(getattr(self, f"{part}_norm")(x))
         return x + (self.dropout(out) if self.dropout.training else out)  # eval: no call
+
+    def forward(
+        self,
+        x: Tensor,
+        self_ctx: AttentionContext,
+        memory: Tensor | None = None,
+        cross_ctx: AttentionContext | None = None,
+    ) -> Tensor:
+        """`Block.forward` through `residual`, written out: most decoders are pre-LN, and a
+        decoding step runs this once per layer (no closures, no norm looked up by name). A
+        subclass that overrides `residual` gets the generic path."""
+        if type(self).residual is not PreLNBlock.residual:
+            return super().forward(x, self_ctx, memory, cross_ctx)
+        dropout = self.dropout if self.dropout.training else None  # eval: no call
+        out = self.attention(self.attention_norm(x), self_ctx)
+        x = x + (out if dropout is None else dropout(out))
+        if self.cross_attention is not None:
+            out = self.cross_attention(self.cross_norm(x), cross_ctx, memory)
+            x = x + (out if dropout is None else dropout(out))
+        out = self.ffn(self.ffn_norm(x))
+        return self.finish(x + (out if dropout is None else dropout(out)), self_ctx)
