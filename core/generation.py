@@ -126,8 +126,7 @@ def _as_list(value: int | list[int] | None) -> list[int]:
 def _process(scores: Tensor, step: int, s: Settings, *, warp: bool) -> Tensor:
     """transformers' logits processors in their order: min new tokens, forced EOS, warpers."""
     if s.eos and step < s.min_new_tokens:
-        eos = torch.tensor(s.eos, device=scores.device) if s.eos_ids is None else s.eos_ids
-        scores.index_fill_(-1, eos, -float("inf"))
+        scores.index_fill_(-1, s.eos_ids, -float("inf"))  # set with eos by generate
     if s.forced_eos is not None and step == s.max_new_tokens - 1:
         scores[:] = -float("inf")
         scores[:, s.forced_eos] = 0.0
