@@ -272,3 +272,21 @@ def test_gelu_new_computes_transformers_gelu_new(dtype):
         torch.testing.assert_close(grown.detach(), expected, rtol=1e-6, atol=1e-6)
     else:
         assert torch.equal(got, expected) and torch.equal(grown.detach(), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_gelu_new_lookup_has_transformers_bits_for_every_16_bit_value(dtype):
+    """Inference reads gelu_new from a table of all 65,536 values: every bit pattern (NaN,
+    infinities and subnormals included) gives transformers' bits, in any layout."""
+    from transformers.activations import NewGELUActivation
+
+    from archzoo.plugins.ffn import activations
+
+    every = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(dtype)
+    x = every.view(256, 256).t()  # not contiguous
+    with torch.inference_mode():
+        got = activations.gelu_new(x)
+    expected = NewGELUActivation()(x)
+    assert (dtype, x.device) in activations._TABLES  # the lookup ran, not the ops
+    assert got.shape == x.shape and got.dtype == dtype
+    assert torch.equal(got.view(torch.int16), expected.view(torch.int16))

@@ -21,14 +21,45 @@ def gelu_new(x: Tensor) -> Tensor:
     transformers' `gelu_new`, and outputs are bit-identical to it (F.gelu rounds once and
     differs in the last bit, which changes greedy tokens of bf16 models). In fp32 and fp64
     a rounding more or less is invisible, and F.gelu's one kernel is 4x faster.
+
+    A 16-bit float has 65,536 values, so without a graph to keep (inference) the eight ops
+    are replaced by one lookup in a table of the same ops applied once to every value: the
+    same bits, 2-3x faster (`_gelu_new_table`).
     """
     if x.element_size() >= 4:
         return F.gelu(x, approximate="tanh")
-    if torch.is_grad_enabled() and x.requires_grad:
-        return 0.5 * x * (1.0 + torch.tanh(SQRT_2_OVER_PI * (x + 0.044715 * torch.pow(x, 3.0))))
-    # no graph to keep: the same ops in place, one buffer instead of eight (decoding)
-    t = torch.pow(x, 3.0).mul_(0.044715).add_(x).mul_(SQRT_2_OVER_PI).tanh_().add_(1.0)
-    return (0.5 * x).mul_(t)
+    if (torch.is_grad_enabled() and x.requires_grad) or not _lookup_ok(x):
+        return _gelu_new_ops(x)
+    table = _gelu_new_table(x.dtype, x.device)  # (65536,), indexed by the 16 bits
+    # int16 bits: -32768..32767; `take` wraps negative indices to the table's upper half
+    return torch.take(table, x.view(torch.int16).long())
+
+
+def _gelu_new_ops(x: Tensor) -> Tensor:
+    return 0.5 * x * (1.0 + torch.tanh(SQRT_2_OVER_PI * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+def _lookup_ok(x: Tensor) -> bool:
+    """A table lookup gives the ops' bits: not while tracing (the compiler fuses the ops)
+    and not on the meta device (no values)."""
+    return x.dtype in (torch.bfloat16, torch.float16) and not (
+        x.is_meta or torch.compiler.is_compiling()
+    )
+
+
+_TABLES: dict[tuple[torch.dtype, torch.device], Tensor] = {}
+
+
+def _gelu_new_table(dtype: torch.dtype, device: torch.device) -> Tensor:
+    """gelu_new of every `dtype` value, made once per dtype and device by that device's own
+    kernels: entry i holds the value whose 16 bits read i as an unsigned integer."""
+    key = (dtype, device)
+    if key not in _TABLES:
+        with torch.inference_mode(False), torch.no_grad():  # a plain tensor, usable anywhere
+            bits = torch.arange(-32768, 32768, dtype=torch.int32, device=device)
+            values = bits.to(torch.int16).view(dtype)  # every bit pattern, -32768 first
+            _TABLES[key] = _gelu_new_ops(values).roll(32768)  # pattern 0 first
+    return _TABLES[key]
 
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
