@@ -10,7 +10,7 @@ from torch import Tensor
 from archzoo.component import param
 from archzoo.interfaces import Position
 
-from .rope_scaling import SCALINGS, check_scaling, scaled_inv_freq
+from .rope_scaling import SCALINGS, check_scaling, plain_inv_freq, scaled_inv_freq
 
 
 def rotary_angles(
@@ -18,22 +18,32 @@ def rotary_angles(
 ) -> Tensor:
     """(B, T) positions -> (B, T, rot_dim/2) angles p * base^(-2i/rot_dim) (or p * inv_freq), fp32."""
     if inv_freq is None:
-        i = torch.arange(0, rot_dim, 2, device=positions.device, dtype=torch.float32)
-        inv_freq = base ** (-i / rot_dim)
+        inv_freq = plain_inv_freq(rot_dim, base, positions.device)
     return positions.to(torch.float32)[..., None] * inv_freq
 
 
-def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor:
-    """Rotate the first rot_dim features of x (B, H, T, hd); cos/sin are (B, 1, T, rot_dim/2)."""
+def apply_rotary(
+    x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, fp32: bool = False
+) -> Tensor:
+    """Rotate the first rot_dim features of x (B, H, T, hd); cos/sin are (B, 1, T, rot_dim/2).
+
+    The rotation runs in x's dtype with cos and sin rounded to it, one op at a time, as
+    transformers rotates (in 16-bit floats every op rounds, so this order gives its bits).
+    `fp32`: 16-bit inputs rotate in float32 and round once instead (closer to exact).
+    """
     rot_dim = cos.shape[-1] * 2
-    xr, rest = x[..., :rot_dim].float(), x[..., rot_dim:]
+    xr, rest = x[..., :rot_dim], x[..., rot_dim:]
+    if fp32 and x.element_size() < 4:
+        xr = xr.float()
+    cos, sin = cos.to(xr.dtype), sin.to(xr.dtype)
     if interleaved:  # pairs (0,1), (2,3), ... (GPT-J, RoFormer)
         x1, x2 = xr[..., 0::2], xr[..., 1::2]
         out = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
     else:  # pairs (i, i + rot_dim/2) (GPT-NeoX, Llama)
         x1, x2 = xr[..., : rot_dim // 2], xr[..., rot_dim // 2 :]
         out = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
-    return torch.cat((out.to(x.dtype), rest), dim=-1)
+    out = out.to(x.dtype)
+    return out if rest.shape[-1] == 0 else torch.cat((out, rest), dim=-1)
 
 
 class RotaryPosition(Position, name="rotary", rotate=True, even_head_dim=True):
@@ -43,6 +53,11 @@ class RotaryPosition(Position, name="rotary", rotate=True, even_head_dim=True):
         base: float = param(10000.0, "theta: wavelength base of the angles", gt=1.0)
         fraction: float = param(1.0, "share of the head dimension that rotates", gt=0.0, max=1.0)
         interleaved: bool = param(False, "rotate adjacent pairs (GPT-J) instead of halves (NeoX)")
+        rotate_fp32: bool = param(
+            False,
+            "16-bit queries/keys rotate in float32, rounded once (false: in their dtype, op by op "
+            "as transformers, whose bits that gives)",
+        )
         scaling: str = param("none", "context extension of the frequencies", choices=SCALINGS)
         factor: float | None = param(
             None, "scaling: context stretch (null: max_len / original_max_len)", gt=0.0
@@ -100,5 +115,5 @@ class RotaryPosition(Position, name="rotary", rotate=True, even_head_dim=True):
 
     def rotate(self, state: Any, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         cos, sin = state
-        il = self.cfg.interleaved
-        return apply_rotary(q, cos, sin, il), apply_rotary(k, cos, sin, il)
+        il, fp32 = self.cfg.interleaved, self.cfg.rotate_fp32
+        return apply_rotary(q, cos, sin, il, fp32), apply_rotary(k, cos, sin, il, fp32)
