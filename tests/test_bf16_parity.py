@@ -35,7 +35,11 @@ CASES: dict[str, tuple[str, str, dict]] = {
     "llama": ("LlamaForCausalLM", "LlamaConfig", LLAMA),
     "qwen2": ("Qwen2ForCausalLM", "Qwen2Config", LLAMA),
     "qwen3": ("Qwen3ForCausalLM", "Qwen3Config", dict(LLAMA, head_dim=16)),
-    "smollm3": ("SmolLM3ForCausalLM", "SmolLM3Config", dict(LLAMA, no_rope_layer_interval=2, pad_token_id=0)),
+    "smollm3": (
+        "SmolLM3ForCausalLM",
+        "SmolLM3Config",
+        dict(LLAMA, no_rope_layer_interval=2, pad_token_id=0),
+    ),
     "stablelm": ("StableLmForCausalLM", "StableLmConfig", LLAMA),  # a quarter of each head rotates
     "phi3": ("Phi3ForCausalLM", "Phi3Config", dict(LLAMA, pad_token_id=0)),
 }
