@@ -61,6 +61,65 @@ def test_bf16_logits_are_bit_identical_to_transformers(tmp_path, case):
     assert torch.equal(got, expected), (got.float() - expected.float()).abs().max().item()
 
 
+ENCODER = dict(SMALL, intermediate_size=64, max_position_embeddings=64)
+SEQ2SEQ = dict(
+    vocab_size=V,
+    d_model=32,
+    encoder_layers=2,
+    decoder_layers=2,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_ffn_dim=64,
+    decoder_ffn_dim=64,
+    max_position_embeddings=64,
+)
+# case -> (transformers class, config class, keyword arguments, encoder-decoder)
+OTHERS: dict[str, tuple[str, str, dict, bool]] = {
+    "bert": ("BertForMaskedLM", "BertConfig", ENCODER, False),
+    "roberta": ("RobertaForMaskedLM", "RobertaConfig", dict(ENCODER, pad_token_id=1), False),
+    "distilbert": (
+        "DistilBertForMaskedLM",
+        "DistilBertConfig",
+        dict(vocab_size=V, n_layers=2, dim=32, n_heads=4, hidden_dim=64),
+        False,
+    ),
+    "electra": ("ElectraForMaskedLM", "ElectraConfig", dict(ENCODER, embedding_size=16), False),
+    "t5": (
+        "T5ForConditionalGeneration",
+        "T5Config",
+        dict(vocab_size=V, num_layers=2, d_model=32, num_heads=4, d_kv=8, d_ff=64),
+        True,
+    ),
+    "bart": ("BartForConditionalGeneration", "BartConfig", SEQ2SEQ, True),
+    "mbart": ("MBartForConditionalGeneration", "MBartConfig", SEQ2SEQ, True),
+    "m2m_100": ("M2M100ForConditionalGeneration", "M2M100Config", SEQ2SEQ, True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OTHERS))
+def test_bf16_encoder_and_seq2seq_logits_are_bit_identical_to_transformers(tmp_path, case):
+    model_cls, config_cls, kwargs, seq2seq = OTHERS[case]
+    torch.manual_seed(0)
+    ref = getattr(hf, model_cls)(getattr(hf, config_cls)(**kwargs))
+    perturb(ref, seed=1, scale=0.1)
+    ref.save_pretrained(tmp_path)
+    ref = getattr(hf, model_cls).from_pretrained(tmp_path, dtype=torch.bfloat16).eval()
+    ours = archzoo.from_hf(tmp_path, dtype=torch.bfloat16)
+    gen = torch.Generator().manual_seed(5)
+    ids, dec = (
+        torch.randint(3, V, (2, 12), generator=gen),
+        torch.randint(3, V, (2, 7), generator=gen),
+    )
+    with torch.no_grad():
+        if seq2seq:
+            expected = ref(input_ids=ids, decoder_input_ids=dec).logits
+            got = ours(ids, decoder_input_ids=dec).logits
+        else:
+            expected, got = ref(input_ids=ids).logits, ours(ids).logits
+    assert got.dtype == expected.dtype == torch.bfloat16
+    assert torch.equal(got, expected), (got.float() - expected.float()).abs().max().item()
+
+
 @pytest.mark.parametrize("interleaved", [False, True])
 def test_rotary_in_bf16_has_transformers_bits_and_fp32_rounds_once(interleaved):
     """By default x * cos + rotate(x) * sin in bf16, cos/sin rounded first (transformers'
