@@ -42,6 +42,12 @@ CASES: dict[str, tuple[str, str, dict]] = {
     ),
     "stablelm": ("StableLmForCausalLM", "StableLmConfig", LLAMA),  # a quarter of each head rotates
     "phi3": ("Phi3ForCausalLM", "Phi3Config", dict(LLAMA, pad_token_id=0)),
+    "opt": ("OPTForCausalLM", "OPTConfig", dict(SMALL, ffn_dim=64)),  # q scaled on projection
+    "opt_350m_layout": (  # post-LN, a 16-wide token table projected in and out
+        "OPTForCausalLM",
+        "OPTConfig",
+        dict(SMALL, ffn_dim=64, word_embed_proj_dim=16, do_layer_norm_before=False),
+    ),
 }
 
 
@@ -146,3 +152,24 @@ def test_rotary_in_bf16_has_transformers_bits_and_fp32_rounds_once(interleaved):
     hits_once = (once == exact).float().mean().item()
     hits_ops = (transformers_order == exact).float().mean().item()
     assert hits_once > 0.99 and hits_ops < hits_once  # one rounding, not three
+
+
+@pytest.mark.parametrize("kind", ["mha", "local", "longformer"])
+def test_scale_query_only_moves_the_rounding(kind):
+    """`scale_query` scales q on projection (OPT's order) instead of the scores: the same
+    attention in float32 for dense, windowed and global-projection layers."""
+    extra = {"local": {"window": 4}, "longformer": {"window": 4, "global_tokens": [0, 9]}}
+    spec = dict(
+        family="decoder", vocab_size=V, d_model=32, n_layers=1, n_heads=4, d_ff=64, max_len=64
+    )
+    spec.update(head="lm", dropout=0.0, attention={"kind": kind, **extra.get(kind, {})})
+    if kind == "longformer":
+        spec["attention"]["global_projections"] = True
+    torch.manual_seed(0)
+    scores = archzoo.build_model(spec).eval()
+    query = archzoo.build_model(spec, overrides={"attention.scale_query": True}).eval()
+    query.load_state_dict(scores.state_dict())
+    ids = torch.randint(0, V, (2, 20), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        a, b = scores(ids).logits, query(ids).logits
+    assert (a - b).abs().max().item() < 1e-5 and a.abs().max().item() > 1e-2

@@ -186,7 +186,7 @@ class GlobalProjections(GlobalQKV):
             q = x.new_zeros(*x.shape[:2], a.q_dim)  # (B, T, H*hd)
             q = q.index_put((b_idx, t_idx), a.q_global(x[b_idx, t_idx]))
         return (
-            a._heads(q, a.n_heads),
+            a._scale_query(a._heads(q, a.n_heads)),
             a._heads(a.k_global(x), a.n_kv),
             a._heads(a.v_global(x), a.n_kv),
         )
@@ -201,7 +201,7 @@ class GlobalProjections(GlobalQKV):
         G = rows.shape[1]
         at = rows.clamp(min=0)  # (B, G)
         q = a.q_global(x.gather(1, at[..., None].expand(B, G, d)))  # (B, G, H*hd)
-        q = q.view(B, G, H, hd).transpose(1, 2)  # (B, H, G, hd)
+        q = a._scale_query(q.view(B, G, H, hd).transpose(1, 2))  # (B, H, G, hd)
         group = H // a.n_kv
         wk, wv = (p.weight.view(a.n_kv, hd, d) for p in (a.k_global, a.v_global))
         q = q.reshape(B, a.n_kv, group * G, hd)  # (B, Hkv, group*G, hd): a kv head's queries

@@ -30,6 +30,11 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
             None, "bias on the output projection (null: as bias)", null="bias"
         )
         scale: float | None = param(None, "score scale (null: 1/sqrt(head_dim))", gt=0.0)
+        scale_query: bool = param(
+            False,
+            "multiply q by the scale right after its projection, rounded in q's dtype, and "
+            "attend with scale 1 (OPT: transformers' order, bit-equal in bf16)",
+        )
         use_position: bool = param(
             True, "apply the stack's position rotation/bias here (false: a NoPE layer, SmolLM3)"
         )
@@ -72,6 +77,10 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
         self.out = nn.Linear(q_dim, d, bias=out_bias)
         self.dropout = dims.attention_dropout
         self.scale = cfg.scale
+        self.query_scale = None  # set: q is scaled on projection and scores are not
+        if cfg.scale_query:
+            self.query_scale = cfg.scale if cfg.scale is not None else dims.head_dim**-0.5
+            self.scale = 1.0
         self.q_norm = self.k_norm = None
         if cfg.qk_norm != "none" and not cross:
             if make_norm is None:
@@ -122,6 +131,9 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
         clip = self.cfg.clip_qkv
         return t if clip is None else t.clamp(-clip, clip)
 
+    def _scale_query(self, q: Tensor) -> Tensor:
+        return q if self.query_scale is None else q * self.query_scale
+
     def _heads(self, t: Tensor, n: int) -> Tensor:
         B, T, _ = t.shape
         return t.view(B, T, n, self.head_dim).transpose(1, 2)  # (B, n, T, hd)
@@ -154,8 +166,9 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
                 )
             if self.cfg.qk_norm in ("head", "each_head"):  # each head's hd features: (B, H, T, hd)
                 q, k = self.q_norm(q), self.k_norm(k)
+            q = self._scale_query(q)
         else:  # cross-attention: memory keys/values are computed once per generation
-            q = self._heads(self.q(x), self.n_heads)
+            q = self._scale_query(self._heads(self.q(x), self.n_heads))
             cache = ctx.cache
             if cache is not None and cache.k is not None:
                 return q, cache.k, cache.v
