@@ -42,11 +42,32 @@ CASES: dict[str, tuple[str, str, dict]] = {
     ),
     "stablelm": ("StableLmForCausalLM", "StableLmConfig", LLAMA),  # a quarter of each head rotates
     "phi3": ("Phi3ForCausalLM", "Phi3Config", dict(LLAMA, pad_token_id=0)),
+    "phi3_longrope_window": (  # 12 tokens past the 8 of short factors; a 6-token window
+        "Phi3ForCausalLM",
+        "Phi3Config",
+        dict(
+            LLAMA,
+            pad_token_id=0,
+            original_max_position_embeddings=8,
+            rope_parameters={
+                "rope_type": "longrope",
+                "rope_theta": 10000.0,
+                "short_factor": [1.0, 1.3, 1.1, 1.5],
+                "long_factor": [2.0, 5.0, 3.0, 9.0],
+            },
+            sliding_window=6,
+        ),
+    ),
     "opt": ("OPTForCausalLM", "OPTConfig", dict(SMALL, ffn_dim=64)),  # q scaled on projection
     "opt_350m_layout": (  # post-LN, a 16-wide token table projected in and out
         "OPTForCausalLM",
         "OPTConfig",
         dict(SMALL, ffn_dim=64, word_embed_proj_dim=16, do_layer_norm_before=False),
+    ),
+    "starcoder2": (  # LayerNorm, biases, a 5-token window over 12 tokens
+        "Starcoder2ForCausalLM",
+        "Starcoder2Config",
+        dict(LLAMA, sliding_window=5),
     ),
 }
 
