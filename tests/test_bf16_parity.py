@@ -69,6 +69,7 @@ CASES: dict[str, tuple[str, str, dict]] = {
         "Starcoder2Config",
         dict(LLAMA, sliding_window=5),
     ),
+    "olmo2": ("Olmo2ForCausalLM", "Olmo2Config", LLAMA),  # fp32 RMSNorm scale and rotation
 }
 
 

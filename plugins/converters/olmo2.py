@@ -1,7 +1,10 @@
 """OLMo 2: Llama weights with norms after each sublayer (before the residual add) and a
-QK RMSNorm over all heads at once."""
+QK RMSNorm over all heads at once. Its RMSNorm scales in fp32 before rounding and its rotary
+runs in fp32 (cos/sin never rounded), so bf16 weights give transformers' bits."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from archzoo.converter import spec_parts
 
@@ -14,7 +17,8 @@ class Olmo2Converter(LlamaConverter, model_type="olmo2", hf_prefix="Olmo2"):
     fixed = {
         **LlamaConverter.fixed,
         **spec_parts(
-            "block: res_post_ln", "attention: {kind: mha, fused_qkv: false, qk_norm: full}"
+            "block: res_post_ln, norm: {kind: rmsnorm, scale_fp32: true}",
+            "attention: {kind: mha, fused_qkv: false, qk_norm: full}",
         ),
     }
     tensors = table(
@@ -29,3 +33,8 @@ class Olmo2Converter(LlamaConverter, model_type="olmo2", hf_prefix="Olmo2"):
         + QK_NORM_TENSORS,
         prefixes=("model.", ""),
     )
+
+    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        """Llama's rotary, rotated in float32 and rounded once (transformers' Olmo2 rotary)."""
+        super().adjust(spec, config)
+        spec["position"]["rotate_fp32"] = True

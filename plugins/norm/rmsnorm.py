@@ -18,6 +18,11 @@ class RMSNorm(ScaledNorm, name="rmsnorm"):
         offset: float = param(
             0.0, "scale by (offset + weight), in fp32; Gemma stores weight = scale - 1 (offset 1)"
         )
+        scale_fp32: bool = param(
+            False,
+            "multiply by the weight in fp32 and round once (OLMo 2); false: round the "
+            "normalised input first, then scale in its dtype (Llama)",
+        )
 
     def shifts(self, bias: bool | None) -> bool:
         """Never: RMSNorm has no shift."""
@@ -35,4 +40,6 @@ class RMSNorm(ScaledNorm, name="rmsnorm"):
         w = self.weight if self.weight.dim() == 1 else self.weight[:, None]  # (H, 1, d) per head
         if self.cfg.offset:  # Gemma: the whole product in fp32, then cast
             return (h * (self.cfg.offset + w.float())).to(x.dtype)
+        if self.cfg.scale_fp32:
+            return (h * w.float()).to(x.dtype)
         return w * h.to(x.dtype)
