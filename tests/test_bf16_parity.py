@@ -18,6 +18,14 @@ from archzoo.plugins.position.rotary import apply_rotary
 
 SMALL = dict(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4)
 LLAMA = dict(SMALL, intermediate_size=64, num_key_value_heads=2, max_position_embeddings=64)
+GEMMA2 = dict(
+    LLAMA,
+    head_dim=16,
+    sliding_window=4,  # layer 0 slides, layer 1 is global
+    attn_logit_softcapping=5.0,
+    final_logit_softcapping=3.0,
+    query_pre_attn_scalar=24,
+)
 
 # case -> (transformers causal-LM class, config class, keyword arguments)
 CASES: dict[str, tuple[str, str, dict]] = {
@@ -70,6 +78,10 @@ CASES: dict[str, tuple[str, str, dict]] = {
         dict(LLAMA, sliding_window=5),
     ),
     "olmo2": ("Olmo2ForCausalLM", "Olmo2Config", LLAMA),  # fp32 RMSNorm scale and rotation
+    # Gemma: sqrt(d) rounded to bf16, (1 + w) norms in fp32; Gemma 2/3: sandwich norms,
+    # soft-capping, query_pre_attn_scalar and a sliding layer (window 4 of the 12 tokens)
+    "gemma": ("GemmaForCausalLM", "GemmaConfig", dict(LLAMA, head_dim=16)),
+    "gemma2": ("Gemma2ForCausalLM", "Gemma2Config", GEMMA2),
 }
 
 

@@ -16,7 +16,7 @@ class GemmaConverter(LlamaConverter, model_type="gemma", hf_prefix="Gemma"):
     fixed = {
         **LlamaConverter.fixed,
         **spec_parts(
-            "embedding: {kind: token, scale: true}",
+            "embedding: {kind: token, scale: true, round_scale: true}",
             "norm: {kind: rmsnorm, offset: 1.0}",
             "ffn: {kind: glu, activation: geglu_tanh}",
         ),

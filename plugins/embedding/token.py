@@ -22,6 +22,9 @@ class TokenEmbedding(Embedding, name="token"):
             0, "language ids (XLM's `langs` input) with a table of their own", min=0
         )
         scale: bool = param(False, "multiply token vectors by sqrt(d_model) (Vaswani et al.)")
+        round_scale: bool = param(
+            False, "round sqrt(d_model) to the table's dtype first (Gemma: a bf16 constant)"
+        )
         norm: bool = param(False, "normalise the summed embeddings (BERT)")
         zero_padded: bool = param(False, "zero the vectors of padded positions (DeBERTa)")
         dropout: float | None = dropout_param("dropout on the output (null: model dropout)")
@@ -37,6 +40,7 @@ class TokenEmbedding(Embedding, name="token"):
         self.norm = make_norm(dim=width) if cfg.norm else None
         self.dropout = nn.Dropout(dims.dropout if cfg.dropout is None else cfg.dropout)
         self.multiplier = width**0.5 if cfg.scale else 1.0
+        self.round_scale = getattr(cfg, "round_scale", False)  # subclasses' Configs
 
     def word_weight(self) -> nn.Parameter:
         return self.word.weight
@@ -68,7 +72,7 @@ class TokenEmbedding(Embedding, name="token"):
         (B, T, embed_width)."""
         x = self.word(input_ids)  # (B, T, W)
         if self.multiplier != 1.0:
-            x = x * self.multiplier
+            x = x * (x.new_tensor(self.multiplier) if self.round_scale else self.multiplier)
         if self.token_type is not None:
             if token_type_ids is None:
                 token_type_ids = input_ids.new_zeros(input_ids.shape)
