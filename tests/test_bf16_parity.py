@@ -82,6 +82,13 @@ CASES: dict[str, tuple[str, str, dict]] = {
     # soft-capping, query_pre_attn_scalar and a sliding layer (window 4 of the 12 tokens)
     "gemma": ("GemmaForCausalLM", "GemmaConfig", dict(LLAMA, head_dim=16)),
     "gemma2": ("Gemma2ForCausalLM", "Gemma2Config", GEMMA2),
+    # the sliding layer's 12 tokens are one block (max(window, 16)): the dense path; CPU's
+    # band path over longer sequences sums in another order (last-bit differences)
+    "gemma3_text": (
+        "Gemma3ForCausalLM",
+        "Gemma3TextConfig",
+        dict(GEMMA2, attn_logit_softcapping=None, sliding_window_pattern=2),
+    ),
 }
 
 

@@ -335,7 +335,7 @@ def attend(
     blockable = q.shape[2] == k.shape[2] and mask.q_offset == 0 and mask.explicit is None
     # one block: blocking saves nothing (the same T x T scores, padded), and dense SDPA gives
     # transformers' bits in 16-bit floats
-    one_block = q.shape[2] <= getattr(mask.pattern, "block", 0)
+    worth_blocking = global_qkv is not None or k.shape[2] > getattr(mask.pattern, "block", 0)
     if impl == "auto":
         use_flex = (
             flex_available()
@@ -344,7 +344,7 @@ def attend(
             and global_qkv is None
             and (sinks is None or flex_lse_available(q))
         )
-        impl = "flex" if use_flex else ("blocked" if blockable and not one_block else "dense")
+        impl = "flex" if use_flex else ("blocked" if blockable and worth_blocking else "dense")
         if sinks is not None and not use_flex and torch.compiler.is_compiling():
             impl = "dense"  # no FlexAttention logsumexp here, and blocked is not traceable
     if impl == "flex":
