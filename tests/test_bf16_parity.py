@@ -78,6 +78,14 @@ CASES: dict[str, tuple[str, str, dict]] = {
         dict(LLAMA, sliding_window=5),
     ),
     "olmo2": ("Olmo2ForCausalLM", "Olmo2Config", LLAMA),  # fp32 RMSNorm scale and rotation
+    # MoE (transformers' default grouped_mm experts): Mixtral weighs by the fp32 routing
+    # weights and rounds only the top-k sum; Qwen3-MoE rounds the weights to bf16 first
+    "mixtral": ("MixtralForCausalLM", "MixtralConfig", dict(LLAMA, num_local_experts=4)),
+    "qwen3_moe": (
+        "Qwen3MoeForCausalLM",
+        "Qwen3MoeConfig",
+        dict(LLAMA, head_dim=16, num_experts=8, num_experts_per_tok=4, moe_intermediate_size=24),
+    ),
     # Gemma: sqrt(d) rounded to bf16, (1 + w) norms in fp32; Gemma 2/3: sandwich norms,
     # soft-capping, query_pre_attn_scalar and a sliding layer (window 4 of the 12 tokens)
     "gemma": ("GemmaForCausalLM", "GemmaConfig", dict(LLAMA, head_dim=16)),

@@ -87,7 +87,7 @@ class MixtralConverter(
 
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
         super().adjust(spec, config)
-        spec["ffn"] = {**spec["ffn"], "normalize": True}
+        spec["ffn"] = {**spec["ffn"], "normalize": True, "fp32_weights": True}
         aux_loss_coef(spec, config)
 
     def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:

@@ -48,6 +48,11 @@ class MoEFeedForward(FeedForward, name="moe", aux_loss=True):
             "per-expert sigmoid scores (DeepSeek-V3)",
         )
         normalize: bool = param(True, "renormalise the top-k weights to sum to 1")
+        fp32_weights: bool = param(
+            False,
+            "weigh expert outputs by the fp32 routing weights and round only their sum "
+            "(Mixtral); false: weights rounded to the activations' dtype first (Qwen-MoE)",
+        )
         routed_scale: float = param(
             1.0, "multiplies the routed experts' weights (DeepSeek routed_scaling_factor)", gt=0.0
         )
@@ -183,7 +188,7 @@ class MoEFeedForward(FeedForward, name="moe", aux_loss=True):
             choice_bias=self.score_bias if cfg.choice_bias else None,
             scale=cfg.routed_scale,
         )
-        out = self.experts(h, weights.to(h.dtype), experts)
+        out = self.experts(h, weights if cfg.fp32_weights else weights.to(h.dtype), experts)
         if self.shared is not None:
             shared = self.shared(h)
             if self.shared_gate is not None:
@@ -192,7 +197,9 @@ class MoEFeedForward(FeedForward, name="moe", aux_loss=True):
         return out.reshape(B, T, D)
 
     def experts(self, h: Tensor, weights: Tensor, experts: Tensor) -> Tensor:
-        """Sum over each token's k experts of weight * expert(h): h (N, D), weights/experts (N, k)."""
+        """Sum over each token's k experts of weight * expert(h): h (N, D), weights/experts (N, k).
+        The weighted outputs (in the weights' dtype) are summed slot by slot with a float
+        accumulator and rounded to h's dtype once, as transformers' grouped_mm experts do."""
         if torch.compiler.is_compiling() and h.dtype != torch.bfloat16:
             return self.dense_experts(h, weights, experts)
         N, k = experts.shape
@@ -208,14 +215,15 @@ class MoEFeedForward(FeedForward, name="moe", aux_loss=True):
         y = expert_matmul(self.activate(a), self.w_out, ends)  # (N k, D)
         if self.b_out is not None:
             y = y + self.b_out[flat[order]]
-        y = y * weights.reshape(-1)[order, None]
-        return torch.zeros_like(h).index_add(0, token, y)  # (N, D)
+        y = y * weights.reshape(-1)[order, None]  # (N k, D)
+        slots = torch.empty_like(y).index_copy(0, order, y)  # back in (token, slot) order
+        return slots.view(N, k, -1).sum(dim=1).to(h.dtype)  # (N, D)
 
     def dense_experts(self, h: Tensor, weights: Tensor, experts: Tensor) -> Tensor:
         """Every expert on every token, weighted by a dense (N, E) routing matrix: the same sum
         with static shapes, for compiled graphs where torch's grouped matmul needs bf16."""
         dense = torch.zeros(h.shape[0], self.cfg.n_experts, dtype=h.dtype, device=h.device)
-        dense = dense.scatter(1, experts, weights)  # (N, E)
+        dense = dense.scatter(1, experts, weights.to(h.dtype))  # (N, E)
         a = torch.einsum("nd,edf->enf", h, self.w_in)  # (E, N, 2F | F)
         if self.b_in is not None:
             a = a + self.b_in[:, None]
