@@ -97,6 +97,13 @@ CASES: dict[str, tuple[str, str, dict]] = {
         "Gemma3TextConfig",
         dict(GEMMA2, attn_logit_softcapping=None, sliding_window_pattern=2),
     ),
+    # parallel residuals add (attn + mlp) + x
+    "gpt_neox": ("GPTNeoXForCausalLM", "GPTNeoXConfig", dict(LLAMA, rotary_pct=0.5)),
+    "gptj": (
+        "GPTJForCausalLM",
+        "GPTJConfig",
+        dict(n_embd=32, n_layer=2, n_head=4, n_positions=64, rotary_dim=4, vocab_size=V),
+    ),
 }
 
 

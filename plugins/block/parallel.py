@@ -1,4 +1,5 @@
-"""Parallel block (GPT-J, GPT-NeoX): x = x + attn(norm1(x)) + ffn(norm2(x))."""
+"""Parallel block (GPT-J, GPT-NeoX): x = x + attn(norm1(x)) + ffn(norm2(x)); in 16-bit floats
+the order of the two additions is a family's own (`branches_first`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ class ParallelBlock(Block, name="parallel", final_norm=True):
 
     class Config:
         shared_norm: bool = param(False, "one norm feeds both branches (GPT-J) instead of two")
+        branches_first: bool = param(
+            False,
+            "sum the branches, then the residual, (attn + ffn) + x, as GPT-J, GPT-NeoX and Falcon "
+            "round it, instead of (x + attn) + ffn",
+        )
 
     def make_norms(self, make_norm: NormFactory, *, cross: bool) -> None:
         super().make_norms(make_norm, cross=cross)
@@ -31,4 +37,5 @@ class ParallelBlock(Block, name="parallel", final_norm=True):
         if self.cross_attention is not None:
             attn = attn + self.dropout(self.cross_attention(self.cross_norm(x), cross_ctx, memory))
         ffn_in = h if self.ffn_norm is None else self.ffn_norm(x)
-        return x + attn + self.dropout(self.ffn(ffn_in))
+        ffn = self.dropout(self.ffn(ffn_in))
+        return (attn + ffn) + x if self.cfg.branches_first else (x + attn) + ffn

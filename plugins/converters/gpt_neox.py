@@ -29,7 +29,7 @@ class GPTNeoXConverter(Converter, model_type="gpt_neox", hf_prefix="GPTNeoX", fa
             hidden_act                  ffn.activation          gelu        ACTIVATION
             """,
             ACTIVATION=ACTIVATION,
-            BLOCK=Values({True: "parallel", False: "pre_ln"}),
+            BLOCK=Values({True: {"kind": "parallel", "branches_first": True}, False: "pre_ln"}),
         ),
         *PAD,
     )

@@ -17,7 +17,8 @@ LM = task("kind: lm, bias: true", "lm_head  LM_PROJ", fields=(tie(False),))
 
 class GPTJConverter(Converter, model_type="gptj", hf_prefix="GPTJ", family="decoder"):
     fixed = spec_parts(
-        "embedding: token, block: {kind: parallel, shared_norm: true}, norm: layernorm, ffn: mlp",
+        "embedding: token, norm: layernorm, ffn: mlp",
+        "block: {kind: parallel, shared_norm: true, branches_first: true}",
         "attention: {kind: mha, fused_qkv: false, bias: false, out_bias: false}",
     )
     fields = with_defaults(  # GPT-2's keys and defaults but these, and no score-scale switch
