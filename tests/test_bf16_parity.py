@@ -26,6 +26,8 @@ GEMMA2 = dict(
     final_logit_softcapping=3.0,
     query_pre_attn_scalar=24,
 )
+FALCON = dict(SMALL, max_position_embeddings=64)
+NEW = dict(new_decoder_architecture=True, num_kv_heads=2)
 
 # case -> (transformers causal-LM class, config class, keyword arguments)
 CASES: dict[str, tuple[str, str, dict]] = {
@@ -97,12 +99,34 @@ CASES: dict[str, tuple[str, str, dict]] = {
         "Gemma3TextConfig",
         dict(GEMMA2, attn_logit_softcapping=None, sliding_window_pattern=2),
     ),
-    # parallel residuals add (attn + mlp) + x
+    # parallel residuals add (attn + mlp) + x; Falcon's linears add their bias after the matmul
     "gpt_neox": ("GPTNeoXForCausalLM", "GPTNeoXConfig", dict(LLAMA, rotary_pct=0.5)),
     "gptj": (
         "GPTJForCausalLM",
         "GPTJConfig",
         dict(n_embd=32, n_layer=2, n_head=4, n_positions=64, rotary_dim=4, vocab_size=V),
+    ),
+    "falcon-new": ("FalconForCausalLM", "FalconConfig", dict(FALCON, **NEW, bias=False)),
+    "falcon-new-mqa": ("FalconForCausalLM", "FalconConfig", dict(NEW, **FALCON, num_kv_heads=1)),
+    "falcon-new-one-norm": (
+        "FalconForCausalLM",
+        "FalconConfig",
+        dict(FALCON, **NEW, num_ln_in_parallel_attn=1, bias=True),
+    ),
+    "falcon-mqa": (  # one key/value head broadcast by SDPA
+        "FalconForCausalLM",
+        "FalconConfig",
+        dict(FALCON, multi_query=True, bias=True, ffn_hidden_size=48),
+    ),
+    "falcon-sequential": (
+        "FalconForCausalLM",
+        "FalconConfig",
+        dict(FALCON, multi_query=False, parallel_attn=False, bias=True),
+    ),
+    "falcon-alibi": (  # bfloat16(bfloat16(slope) * j) / sqrt(hd), by key position
+        "FalconForCausalLM",
+        "FalconConfig",
+        dict(FALCON, alibi=True, multi_query=False, bias=True, num_attention_heads=16),
     ),
 }
 

@@ -174,10 +174,14 @@ def test_falcon_variants_build_the_layouts_they_name(tmp_path):
         )
     )
     assert [s["attention"]["n_kv_heads"] for s in (new, mqa, seq)] == [2, 1, 4]
-    assert new["block"] == {"kind": "parallel", "shared_norm": False}
-    assert one["block"] == mqa["block"] == {"kind": "parallel", "shared_norm": True}
+    parallel = {"kind": "parallel", "branches_first": True}  # (attn + mlp) + x
+    assert new["block"] == {**parallel, "shared_norm": False}
+    assert one["block"] == mqa["block"] == {**parallel, "shared_norm": True}
     assert seq["block"] == "pre_ln" or seq["block"]["kind"] == "pre_ln"
-    assert alibi["position"] == {"kind": "alibi", "scaled": True}
+    assert alibi["position"] == {"kind": "alibi", "scaled": True, "form": "key_bf16"}
+    # the old multi-query layout broadcasts its key/value head; FalconLinear adds bias apart
+    assert [s["attention"]["kv_broadcast"] for s in (new, mqa)] == [False, True]
+    assert new["attention"]["bias_apart"] and new["ffn"]["bias_apart"]
     assert (new["attention"]["bias"], mqa["attention"]["bias"]) == (False, True)
     assert mqa["d_ff"] == 48 and new["d_ff"] == 128
 

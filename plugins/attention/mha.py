@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import fields, replace
+from functools import partial
 from typing import Any, Literal
 
 import torch
@@ -11,6 +12,7 @@ from torch import Tensor, nn
 
 from archzoo.component import param
 from archzoo.interfaces import Attention, AttentionContext, NormFactory
+from archzoo.linear import make_linear
 
 from .flex import flex_available, mask_flex
 from .sinks import flex_lse_available, flex_with_sinks, sink_attention
@@ -28,6 +30,9 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
         bias: bool = param(True, "biases on the q/k/v projections")
         out_bias: bool | None = param(
             None, "bias on the output projection (null: as bias)", null="bias"
+        )
+        bias_apart: bool = param(
+            False, "add the projections' biases after the matmul, x @ W.T + b (Falcon's rounding)"
         )
         scale: float | None = param(None, "score scale (null: 1/sqrt(head_dim))", gt=0.0)
         scale_query: bool = param(
@@ -47,6 +52,11 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
         clip_qkv: float | None = param(
             None, "clamp the q/k/v projections to [-clip, clip] (MPT)", gt=0.0
         )
+        kv_broadcast: bool = param(
+            False,
+            "one key/value head reaches SDPA as is, broadcast over the query heads (Falcon's "
+            "multi-query call: another kernel, other bits), not through enable_gqa",
+        )
         sinks: bool = param(
             False, "a learned logit per head in every softmax denominator, no value (GPT-OSS)"
         )
@@ -64,17 +74,16 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
         self.head_dim = dims.head_dim
         d, q_dim, kv_dim = dims.d_model, dims.n_heads * dims.head_dim, self.n_kv * dims.head_dim
         self.q_dim, self.kv_dim = q_dim, kv_dim
+        linear = partial(make_linear, bias=cfg.bias, bias_apart=cfg.bias_apart)
         if cfg.fused_qkv and not cross:
-            self.qkv = nn.Linear(d, q_dim + 2 * kv_dim, bias=cfg.bias)
+            self.qkv = linear(d, q_dim + 2 * kv_dim)
         elif cfg.fused_qkv:
-            self.q = nn.Linear(d, q_dim, bias=cfg.bias)
-            self.kv = nn.Linear(d, 2 * kv_dim, bias=cfg.bias)
+            self.q = linear(d, q_dim)
+            self.kv = linear(d, 2 * kv_dim)
         else:
-            self.q = nn.Linear(d, q_dim, bias=cfg.bias)
-            self.k = nn.Linear(d, kv_dim, bias=cfg.bias)
-            self.v = nn.Linear(d, kv_dim, bias=cfg.bias)
+            self.q, self.k, self.v = linear(d, q_dim), linear(d, kv_dim), linear(d, kv_dim)
         out_bias = cfg.bias if cfg.out_bias is None else cfg.out_bias
-        self.out = nn.Linear(q_dim, d, bias=out_bias)
+        self.out = linear(q_dim, d, bias=out_bias)
         self.dropout = dims.attention_dropout
         self.scale = cfg.scale
         self.query_scale = None  # set: q is scaled on projection and scores are not
@@ -95,6 +104,7 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
                 self.q_norm = make_norm(dims.head_dim, heads=self.n_heads, **options)
                 self.k_norm = make_norm(dims.head_dim, heads=self.n_kv, **options)
         self.sinks = nn.Parameter(torch.zeros(dims.n_heads)) if cfg.sinks else None  # (H,)
+        self._broadcast_kv = cfg.kv_broadcast and self.n_kv == 1
 
     @classmethod
     def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
@@ -225,7 +235,7 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
                 **ctx.mask.sdpa(bias, q.dtype),
                 dropout_p=self.dropout if self.training else 0.0,
                 scale=self.scale,
-                enable_gqa=self.n_kv != self.n_heads,
+                enable_gqa=self.n_kv != self.n_heads and not self._broadcast_kv,
             )  # (B, H, Tq, hd)
         out = ctx.mask.zero_empty_rows(out)
         out = out.transpose(1, 2).reshape(B, Tq, self.q_dim)  # (B, Tq, H*hd)

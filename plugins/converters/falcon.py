@@ -40,8 +40,9 @@ def two_norms(spec: Mapping[str, Any]) -> bool:
 
 class FalconConverter(Converter, model_type="falcon", hf_prefix="Falcon", family="decoder"):
     requires = {"apply_residual_connection_post_layernorm": False}
-    fixed = spec_parts(
-        "embedding: token, norm: layernorm, ffn: mlp", "attention: {kind: mha, fused_qkv: true}"
+    fixed = spec_parts(  # FalconLinear: x @ W.T + b, the bias added apart
+        "embedding: token, norm: layernorm, ffn: {kind: mlp, bias_apart: true}",
+        "attention: {kind: mha, fused_qkv: true, bias_apart: true}",
     )
     fields = (
         *parse_fields(
@@ -86,9 +87,13 @@ class FalconConverter(Converter, model_type="falcon", hf_prefix="Falcon", family
         else:
             kv = 1 if config.get("multi_query", True) else heads
         spec["attention"]["n_kv_heads"] = int(kv)
-        spec["block"] = {"kind": "parallel", "shared_norm": norms == 1} if parallel else "pre_ln"
+        # the old multi-query layout hands SDPA its one key/value head to broadcast
+        spec["attention"]["kv_broadcast"] = not new
+        block = {"kind": "parallel", "shared_norm": norms == 1, "branches_first": True}
+        spec["block"] = block if parallel else "pre_ln"
         if config.get("alibi"):
-            spec["position"] = {"kind": "alibi", "scaled": True}  # added before the 1/sqrt(hd)
+            # added before the 1/sqrt(hd); built as build_alibi_tensor rounds it
+            spec["position"] = {"kind": "alibi", "scaled": True, "form": "key_bf16"}
         else:
             spec["position"] = {"kind": "rotary", **rope_parameters(config)}
 

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 
 from archzoo.component import param
 from archzoo.interfaces import FeedForward
+from archzoo.linear import make_linear
 
 from .activations import ACTIVATIONS
 
@@ -23,12 +24,15 @@ class MLPFeedForward(FeedForward, name="mlp"):
             "gelu", "non-linearity between the two projections"
         )
         bias: bool = param(True, "biases on both projections")
+        bias_apart: bool = param(
+            False, "add the biases after the matmul, x @ W.T + b (Falcon's rounding)"
+        )
         inner_dropout: float = param(0.0, "dropout after the activation", min=0.0, lt=1.0)
 
     def __init__(self, cfg: Any, dims: Any) -> None:
         super().__init__(cfg, dims)
-        self.fc_in = nn.Linear(dims.d_model, dims.d_ff, bias=cfg.bias)
-        self.fc_out = nn.Linear(dims.d_ff, dims.d_model, bias=cfg.bias)
+        self.fc_in = make_linear(dims.d_model, dims.d_ff, bias=cfg.bias, bias_apart=cfg.bias_apart)
+        self.fc_out = make_linear(dims.d_ff, dims.d_model, bias=cfg.bias, bias_apart=cfg.bias_apart)
         self.act = ACTIVATIONS[cfg.activation]
         self.dropout = nn.Dropout(cfg.inner_dropout)
 
@@ -41,7 +45,10 @@ class MLPFeedForward(FeedForward, name="mlp"):
             and not torch.compiler.is_compiling()  # compiled graphs plan recomputation
         ):
             # keep only h for backward; act(h) is recomputed there (one d_ff tensor less)
-            return _ActLinear.apply(h, self.fc_out.weight, self.fc_out.bias, self.act)
+            bias = self.fc_out.bias
+            if bias is None or not self.cfg.bias_apart:
+                return _ActLinear.apply(h, self.fc_out.weight, bias, self.act)
+            return _ActLinear.apply(h, self.fc_out.weight, None, self.act) + bias
         a = self.act(h)
         return self.fc_out(self.dropout(a) if self.dropout.training else a)
 

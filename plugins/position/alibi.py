@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
@@ -32,11 +32,22 @@ class AlibiPosition(Position, name="alibi", bias=True):
         scaled: bool = param(
             False, "multiply the bias by the score scale, as Falcon adds it before scaling"
         )
+        form: Literal["distance", "key_bf16"] = param(
+            "distance",
+            "distance: -slope_h * |i - j| in float32; key_bf16: Falcon's bfloat16(bfloat16(slope_h)"
+            " * j) by key position alone (under a causal mask the same softmax), in any dtype",
+        )
 
     def prepare(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         slopes = torch.tensor(alibi_slopes(self.dims.n_heads), device=q_pos.device)
+        if self.cfg.form == "key_bf16":  # bf16 slopes times key positions, rounded: (B, H, 1, Tk)
+            return slopes.bfloat16()[None, :, None, None] * k_pos[:, None, None, :]
         dist = (q_pos[:, :, None] - k_pos[:, None, :]).abs().to(torch.float32)  # (B, Tq, Tk)
         return -slopes[None, :, None, None] * dist[:, None]  # (B, H, Tq, Tk)
 
     def score_bias(self, state: Any, q: Tensor, k: Tensor, scale: float) -> Tensor:
+        if self.cfg.form == "key_bf16":  # scaled in the scores' dtype, as Falcon divides
+            bias = state.to(q.dtype)
+            bias = bias / (1.0 / scale) if self.cfg.scaled else bias
+            return bias.expand(-1, -1, q.shape[2], -1)  # (B, H, Tq, Tk)
         return state * scale if self.cfg.scaled else state
