@@ -128,6 +128,17 @@ CASES: dict[str, tuple[str, str, dict]] = {
         "FalconConfig",
         dict(FALCON, alibi=True, multi_query=False, bias=True, num_attention_heads=16),
     ),
+    "stablelm-parallel-qknorm": (  # a LayerNorm per head, each rounding once
+        "StableLmForCausalLM",
+        "StableLmConfig",
+        dict(
+            LLAMA,
+            partial_rotary_factor=0.5,
+            use_qkv_bias=True,
+            qk_layernorm=True,
+            use_parallel_residual=True,
+        ),
+    ),
 }
 
 

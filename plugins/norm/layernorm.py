@@ -22,5 +22,13 @@ class LayerNorm(ScaledNorm, name="layernorm"):
         weight, bias = self.weight, self.bias
         if weight.dim() == 1:  # torch.layer_norm: F.layer_norm's kernel without its wrapper
             return torch.layer_norm(x, weight.shape, weight, bias, self.cfg.eps)
+        if x.element_size() < 4:  # 16-bit: each head's fused norm rounds once (StableLM's)
+            heads = [self._one_head(x[:, h : h + 1], h) for h in range(weight.shape[0])]
+            return torch.cat(heads, dim=1)  # (B, H, T, d)
         h = F.layer_norm(x, x.shape[-1:], eps=self.cfg.eps) * weight[:, None]  # (B, H, T, d)
         return h if bias is None else h + bias[:, None]
+
+    def _one_head(self, x: Tensor, h: int) -> Tensor:
+        """Head h's LayerNorm with its own scale and shift, in one kernel. x: (B, 1, T, d)."""
+        bias = None if self.bias is None else self.bias[h]
+        return torch.layer_norm(x, x.shape[-1:], self.weight[h], bias, self.cfg.eps)
