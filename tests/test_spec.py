@@ -41,6 +41,9 @@ def test_resolved_spec_has_every_default_explicit():
         "qk_norm_bias": True,  # added with StableLM
         "clip_qkv": None,  # added with MPT
         "softcap": None,  # added with Gemma 2
+        "scale_query": False,  # added with OPT's bf16 rounding
+        "bias_apart": False,  # added with Falcon's bf16 rounding
+        "kv_broadcast": False,  # added with Falcon's multi-query SDPA call
     }
     assert spec.data["sharing"] == {"kind": "none"}
     assert spec.data["init_std"] == 0.02
