@@ -170,6 +170,8 @@ SEQ2SEQ = dict(
     decoder_ffn_dim=64,
     max_position_embeddings=64,
 )
+T5 = dict(vocab_size=V, num_layers=2, d_model=32, num_heads=4, d_kv=8, d_ff=64)
+LONGT5 = dict(T5, local_radius=3, feed_forward_proj="gated-gelu")
 # case -> (transformers class, config class, keyword arguments, encoder-decoder)
 OTHERS: dict[str, tuple[str, str, dict, bool]] = {
     "bert": ("BertForMaskedLM", "BertConfig", ENCODER, False),
@@ -181,10 +183,21 @@ OTHERS: dict[str, tuple[str, str, dict, bool]] = {
         False,
     ),
     "electra": ("ElectraForMaskedLM", "ElectraConfig", dict(ENCODER, embedding_size=16), False),
-    "t5": (
+    "t5": ("T5ForConditionalGeneration", "T5Config", T5, True),
+    # T5 v1.1's gated GELU is gelu_new op by op (`geglu_new`); UMT5: a bias table per layer
+    "t5-gated": (
         "T5ForConditionalGeneration",
         "T5Config",
-        dict(vocab_size=V, num_layers=2, d_model=32, num_heads=4, d_kv=8, d_ff=64),
+        dict(T5, feed_forward_proj="gated-gelu"),
+        True,
+    ),
+    "umt5": ("UMT5ForConditionalGeneration", "UMT5Config", T5, True),
+    # LongT5 attends in transformers' eager order (`attention.eager`): blocks of 4 tokens
+    "longt5-local": ("LongT5ForConditionalGeneration", "LongT5Config", LONGT5, True),
+    "longt5-tglobal": (
+        "LongT5ForConditionalGeneration",
+        "LongT5Config",
+        dict(LONGT5, encoder_attention_type="transient-global", global_block_size=4),
         True,
     ),
     "bart": ("BartForConditionalGeneration", "BartConfig", SEQ2SEQ, True),

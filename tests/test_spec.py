@@ -41,9 +41,10 @@ def test_resolved_spec_has_every_default_explicit():
         "qk_norm_bias": True,  # added with StableLM
         "clip_qkv": None,  # added with MPT
         "softcap": None,  # added with Gemma 2
-        "scale_query": False,  # added with OPT's bf16 rounding
-        "bias_apart": False,  # added with Falcon's bf16 rounding
+        "scale_query": False,  # added with OPT's bf16 order
+        "bias_apart": False,  # added with Falcon's bf16 order
         "kv_broadcast": False,  # added with Falcon's multi-query SDPA call
+        "eager": False,  # added with LongT5's and GPT-OSS's eager bf16 order
     }
     assert spec.data["sharing"] == {"kind": "none"}
     assert spec.data["init_std"] == 0.02
@@ -108,6 +109,7 @@ def test_extends_deep_merges_components_and_replaces_other_kinds(tmp_path):
         "interleaved": False,
         "rotate_fp32": False,  # added with bf16 parity: rotate in the queries' dtype
         **ROPE_SCALING_DEFAULTS,  # added with RoPE scaling: off by default
+        "rotate_fp32": False,  # added with OLMo 2's fp32 rotation
     }
     # merged onto the base's mha: its params stay, n_kv_heads is added
     assert spec.data["attention"]["n_kv_heads"] == 4

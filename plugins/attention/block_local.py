@@ -53,6 +53,8 @@ class BlockLocalAttention(
 ):
     """LongT5 local attention: keys within `radius` in 3-block windows, with position bias"""
 
+    eager_blocks = True  # `eager`: transformers' LongT5 blocks op by op (softmax in fp32)
+
     class Config(SparseAttention.Config):
         radius: int = param(127, "keys at most this far from a query (blocks of radius + 1)", min=0)
 
@@ -146,17 +148,37 @@ class BlockLocalAttention(
             seen = seen | side_seen
         W = kw.shape[3]
         mask = mask.expand(B, nb, -1, block, W).reshape(B * nb, -1, block, W)
-        out = F.scaled_dot_product_attention(
+        qb, kw, vw = (
             qb.reshape(B * nb, H, block, hd),
             kw.reshape(B * nb, Hkv, W, hd),
             vw.reshape(B * nb, Hkv, W, hd),
-            attn_mask=mask,
-            dropout_p=self.dropout if self.training else 0.0,
-            scale=self.scale,
-            enable_gqa=Hkv != H,
-        )  # (B*nb, H, bl, hd)
+        )
+        if self.cfg.eager:
+            out = self._eager(qb, kw, vw, mask)  # (B*nb, H, bl, hd)
+        else:
+            out = F.scaled_dot_product_attention(
+                qb,
+                kw,
+                vw,
+                attn_mask=mask,
+                dropout_p=self.dropout if self.training else 0.0,
+                scale=self.scale,
+                enable_gqa=Hkv != H,
+            )  # (B*nb, H, bl, hd)
         out = out.view(B, nb, H, block, hd) * seen.expand(B, nb, block)[:, :, None, :, None]
         return out.transpose(1, 2).reshape(B, H, Tp, hd)[:, :, :T]  # (B, H, T, hd)
+
+    def _eager(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
+        """transformers' LongT5 blocks op by op (each op rounds in 16-bit floats):
+        q @ k in q's dtype, + bias and mask, softmax in fp32 rounded back, @ v."""
+        if k.shape[1] != q.shape[1]:
+            k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)  # (N, H, W, hd)
+            v = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1)
+        scale = self._score_scale()
+        scores = q @ k.transpose(-1, -2)  # (N, H, bl, W)
+        scores = (scores if scale == 1.0 else scores * scale) + mask
+        probs = torch.softmax(scores.float(), -1).to(q.dtype)
+        return F.dropout(probs, self.dropout, self.training) @ v  # (N, H, bl, hd)
 
     def _dense(
         self, qkv: QKV, valid: Tensor, side: SideKeys | None, ctx: AttentionContext

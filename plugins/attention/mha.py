@@ -63,6 +63,12 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
         softcap: float | None = param(
             None, "soft-cap scores to cap * tanh(s / cap) before the softmax (Gemma 2)", gt=0.0
         )
+        eager: bool = param(
+            False,
+            "attend op by op in the activations' dtype as transformers' eager attention: "
+            "q @ k^T * scale, + bias, masked, softmax (sinks: max subtracted first), @ v "
+            "(LongT5, GPT-OSS: their bf16 bits); false: SDPA",
+        )
 
     def __init__(
         self, cfg: Any, dims: Any, *, cross: bool = False, make_norm: NormFactory | None = None
@@ -212,6 +218,8 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
                 out = flex_with_sinks(
                     q, k, v, ctx.mask, self.sinks, scale=scale, score_mod=softcap_score_mod(cap)
                 )
+        elif self.cfg.eager and not values and self.cfg.softcap is None:
+            out = self._eager(q, k, v, ctx, bias, scale)
         elif values or self.cfg.softcap is not None:
             out = self._attend_with_probs(q, k, v, ctx, bias)
         elif self.sinks is not None:
@@ -241,6 +249,34 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
         out = ctx.mask.zero_empty_rows(out)
         out = out.transpose(1, 2).reshape(B, Tq, self.q_dim)  # (B, Tq, H*hd)
         return self.out(out)
+
+    def _eager(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        ctx: AttentionContext,
+        bias: Tensor | None,
+        scale: float,
+    ) -> Tensor:
+        """transformers' eager attention, each op rounding in q's dtype: (B, H, Tq, hd)."""
+        if self.n_kv != self.n_heads:
+            k = k.repeat_interleave(self.n_heads // self.n_kv, dim=1)  # (B, H, Tk, hd)
+            v = v.repeat_interleave(self.n_heads // self.n_kv, dim=1)
+        scores = (q @ k.transpose(-1, -2)) * scale  # (B, H, Tq, Tk)
+        if bias is not None:
+            scores = scores + bias.to(q.dtype)
+        keep = ctx.mask.dense()  # (B|1, 1, Tq, Tk) or None
+        if keep is not None:
+            scores = scores.masked_fill(~keep, torch.finfo(q.dtype).min)
+        if self.sinks is not None:  # (B, H, Tq, Tk + 1), the row's max subtracted in q's dtype
+            sink = self.sinks.to(q.dtype).view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)
+            scores = torch.cat([scores, sink], dim=-1)
+            probs = (scores - scores.amax(-1, keepdim=True)).softmax(-1)[..., :-1]
+        else:
+            probs = scores.softmax(-1)
+        self.record_probs(ctx, q, k, scale=scale, probs=probs)
+        return F.dropout(probs, self.dropout, self.training) @ v  # (B, H, Tq, hd)
 
     def _flex_capped(self, q: Tensor, bias: Tensor | None) -> bool:
         """Whether soft-capped scores go through FlexAttention (CUDA or compiled, no bias or

@@ -374,6 +374,15 @@ class SparseAttention(MultiHeadAttention, cross=False, accepts_bias=False):
             "auto", "execution: auto (flex when compiled/CUDA, else blocked), blocked, dense, flex"
         )
 
+    eager_blocks = False  # whether `eager` has a path here (block_local's blocks)
+
+    @classmethod
+    def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
+        issues = super().check(cfg, dims)
+        if cfg.eager and not cls.eager_blocks:
+            issues.append(("eager", f"not supported by {cls.name} (SDPA or FlexAttention only)"))
+        return issues
+
     def make_pattern(
         self, length: int, device: Any = None, ctx: AttentionContext | None = None
     ) -> SparsePattern:

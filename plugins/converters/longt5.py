@@ -63,6 +63,7 @@ class LongT5Converter(T5Converter, model_type="longt5", hf_prefix="LongT5"):
         super().adjust(spec, config)
         key = "encoder_attention_type"
         kind = ENCODER_ATTENTION.read(get(config, key, "local"), key)
+        spec["attention"] = {**spec["attention"], "eager": True}  # transformers' eager bits
         attention = {**spec["attention"], "kind": kind, "radius": get(config, "local_radius", 127)}
         if kind == "transient_global":
             attention["global_block"] = get(config, "global_block_size", 16)

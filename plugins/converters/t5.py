@@ -12,7 +12,7 @@ from .common import HEADLESS, QUESTION_ANSWERING, eos_classifier, lm_task, table
 FFN = Values(
     {
         "relu": {"kind": "mlp", "activation": "relu", "bias": False},
-        "gated-gelu": {"kind": "glu", "activation": "geglu_tanh", "bias": False},
+        "gated-gelu": {"kind": "glu", "activation": "geglu_new", "bias": False},  # gelu_new
         "gated-silu": {"kind": "glu", "activation": "swiglu", "bias": False},
     }
 )

@@ -11,15 +11,23 @@ from archzoo.interfaces import FeedForward
 
 from .activations import ACTIVATIONS
 
-GATES = {"swiglu": "silu", "geglu": "gelu", "geglu_tanh": "gelu_tanh", "reglu": "relu"}
+GATES = {
+    "swiglu": "silu",
+    "geglu": "gelu",
+    "geglu_tanh": "gelu_tanh",
+    "geglu_new": "gelu_new",  # T5 v1.1's tanh-GELU op by op: its bf16 bits
+    "reglu": "relu",
+}
 
 
 class GLUFeedForward(FeedForward, name="glu"):
     """gated linear unit FFN (SwiGLU, GeGLU, ReGLU): down(act(gate(x)) * up(x))"""
 
     class Config:
-        activation: Literal["swiglu", "geglu", "geglu_tanh", "reglu"] = param(
-            "swiglu", "gate: swiglu=SiLU, geglu=GELU, geglu_tanh=tanh-GELU, reglu=ReLU"
+        activation: Literal["swiglu", "geglu", "geglu_tanh", "geglu_new", "reglu"] = param(
+            "swiglu",
+            "gate: swiglu=SiLU, geglu=GELU, geglu_tanh=tanh-GELU, geglu_new=tanh-GELU op by op"
+            " (T5 v1.1's gelu_new), reglu=ReLU",
         )
         bias: bool = param(False, "biases on the three projections")
         inner_dropout: float = param(0.0, "dropout on the gated product", min=0.0, lt=1.0)

@@ -32,7 +32,8 @@ class MoEFeedForward(FeedForward, name="moe", aux_loss=True):
         expert: Literal["glu", "mlp"] = param("glu", "expert kind: gated (glu) or plain (mlp)")
         activation: str = param(
             "swiglu",
-            "glu: swiglu/geglu/geglu_tanh/reglu/swiglu_clamped; mlp: relu/gelu/gelu_tanh/gelu_new/silu",
+            "glu: swiglu/geglu/geglu_tanh/geglu_new/reglu/swiglu_clamped; "
+            "mlp: relu/gelu/gelu_tanh/gelu_new/silu",
         )
         glu_alpha: float = param(
             1.702, "swiglu_clamped: gain in g * sigmoid(alpha * g) (GPT-OSS)", gt=0.0
