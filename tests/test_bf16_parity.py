@@ -88,6 +88,52 @@ CASES: dict[str, tuple[str, str, dict]] = {
         "Qwen3MoeConfig",
         dict(LLAMA, head_dim=16, num_experts=8, num_experts_per_tok=4, moe_intermediate_size=24),
     ),
+    # GPT-OSS attends eagerly (sinks, a 4-token window on layer 0): `attention.eager`;
+    # its RMSNorm scales in fp32
+    "gpt_oss": (
+        "GptOssForCausalLM",
+        "GptOssConfig",
+        dict(
+            LLAMA,
+            head_dim=16,
+            intermediate_size=24,
+            num_local_experts=8,
+            num_experts_per_tok=4,
+            sliding_window=4,
+        ),
+    ),
+    # DeepSeek-V3: MLA with interleaved YaRN rotary; an fp32 router (`ffn.router_fp32`) whose
+    # fp32 weights scale the experts (`ffn.fp32_weights`); 8 experts in 4 groups, a shared one
+    "deepseek_v3": (
+        "DeepseekV3ForCausalLM",
+        "DeepseekV3Config",
+        dict(
+            LLAMA,
+            num_hidden_layers=3,
+            num_key_value_heads=4,
+            intermediate_size=48,
+            moe_intermediate_size=16,
+            n_routed_experts=8,
+            n_shared_experts=1,
+            num_experts_per_tok=2,
+            n_group=4,
+            topk_group=2,
+            first_k_dense_replace=1,
+            kv_lora_rank=16,
+            q_lora_rank=12,
+            qk_rope_head_dim=8,
+            qk_nope_head_dim=8,
+            v_head_dim=8,
+            rope_parameters={
+                "rope_type": "yarn",
+                "rope_theta": 10000.0,
+                "factor": 4.0,
+                "original_max_position_embeddings": 16,
+                "mscale": 1.0,
+                "mscale_all_dim": 1.0,
+            },
+        ),
+    ),
     # Gemma: sqrt(d) rounded to bf16, (1 + w) norms in fp32; Gemma 2/3: sandwich norms,
     # soft-capping, query_pre_attn_scalar and a sliding layer (window 4 of the 12 tokens)
     "gemma": ("GemmaForCausalLM", "GemmaConfig", dict(LLAMA, head_dim=16)),
@@ -276,4 +322,31 @@ def test_scale_query_only_moves_the_rounding(kind):
     ids = torch.randint(0, V, (2, 20), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         a, b = scores(ids).logits, query(ids).logits
+    assert (a - b).abs().max().item() < 1e-5 and a.abs().max().item() > 1e-2
+
+
+@pytest.mark.parametrize(
+    "family, attention",
+    [
+        ("decoder", {"kind": "mha", "sinks": True}),
+        ("decoder", {"kind": "local", "window": 4, "sinks": True}),
+        ("encoder", {"kind": "block_local", "radius": 3}),
+    ],
+)
+def test_eager_attention_is_the_same_attention_in_fp32(family, attention):
+    """`eager` (transformers' op order, for bf16 bits) computes what SDPA computes: in float32
+    the logits agree to rounding, for dense, windowed and LongT5-blocked layers."""
+    spec = dict(family=family, vocab_size=V, d_model=32, n_layers=2, n_heads=4, d_ff=64)
+    spec.update(max_len=64, head="lm", dropout=0.0, attention=attention)
+    if family == "encoder":  # LongT5's bias over each block's window
+        spec.update(head="mlm", position={"kind": "t5_windowed", "n_buckets": 8})
+    torch.manual_seed(0)
+    sdpa = archzoo.build_model(spec).eval()
+    for p in sdpa.parameters():  # sinks and biases away from their zero init
+        p.data.add_(torch.randn_like(p) * 0.1)
+    eager = archzoo.build_model(spec, overrides={"attention.eager": True}).eval()
+    eager.load_state_dict(sdpa.state_dict())
+    ids = torch.randint(0, V, (2, 14), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        a, b = sdpa(ids).logits, eager(ids).logits
     assert (a - b).abs().max().item() < 1e-5 and a.abs().max().item() > 1e-2

@@ -53,8 +53,6 @@ class BlockLocalAttention(
 ):
     """LongT5 local attention: keys within `radius` in 3-block windows, with position bias"""
 
-    eager_blocks = True  # `eager`: transformers' LongT5 blocks op by op (softmax in fp32)
-
     class Config(SparseAttention.Config):
         radius: int = param(127, "keys at most this far from a query (blocks of radius + 1)", min=0)
 

@@ -14,6 +14,7 @@ from archzoo.component import param
 from archzoo.interfaces import Attention, AttentionContext, NormFactory
 from archzoo.linear import make_linear
 
+from .eager import eager_attention
 from .flex import flex_available, mask_flex
 from .sinks import flex_lse_available, flex_with_sinks, sink_attention
 from .softcap import capped_probs, softcap_score_mod
@@ -114,14 +115,17 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
 
     @classmethod
     def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
+        issues = []
         if cfg.n_kv_heads is not None and dims.n_heads % cfg.n_kv_heads:
-            return [
+            issues.append(
                 (
                     "n_kv_heads",
                     f"n_heads {dims.n_heads} is not divisible by n_kv_heads {cfg.n_kv_heads}",
                 )
-            ]
-        return []
+            )
+        if cfg.eager and cfg.softcap is not None:
+            issues.append(("eager", "has no soft-capping (the capped path is explicit already)"))
+        return issues
 
     @classmethod
     def cross_attention(cls, cfg: Any, dims: Any, **parts: Any) -> Attention:
@@ -218,8 +222,18 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
                 out = flex_with_sinks(
                     q, k, v, ctx.mask, self.sinks, scale=scale, score_mod=softcap_score_mod(cap)
                 )
-        elif self.cfg.eager and not values and self.cfg.softcap is None:
-            out = self._eager(q, k, v, ctx, bias, scale)
+        elif self.cfg.eager and not values:
+            out, probs = eager_attention(
+                q,
+                k,
+                v,
+                ctx.mask.dense(),
+                scale=scale,
+                bias=bias,
+                sinks=self.sinks,
+                dropout_p=self.dropout if self.training else 0.0,
+            )  # (B, H, Tq, hd)
+            self.record_probs(ctx, q, k, scale=scale, probs=probs)
         elif values or self.cfg.softcap is not None:
             out = self._attend_with_probs(q, k, v, ctx, bias)
         elif self.sinks is not None:
@@ -249,34 +263,6 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
         out = ctx.mask.zero_empty_rows(out)
         out = out.transpose(1, 2).reshape(B, Tq, self.q_dim)  # (B, Tq, H*hd)
         return self.out(out)
-
-    def _eager(
-        self,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        ctx: AttentionContext,
-        bias: Tensor | None,
-        scale: float,
-    ) -> Tensor:
-        """transformers' eager attention, each op rounding in q's dtype: (B, H, Tq, hd)."""
-        if self.n_kv != self.n_heads:
-            k = k.repeat_interleave(self.n_heads // self.n_kv, dim=1)  # (B, H, Tk, hd)
-            v = v.repeat_interleave(self.n_heads // self.n_kv, dim=1)
-        scores = (q @ k.transpose(-1, -2)) * scale  # (B, H, Tq, Tk)
-        if bias is not None:
-            scores = scores + bias.to(q.dtype)
-        keep = ctx.mask.dense()  # (B|1, 1, Tq, Tk) or None
-        if keep is not None:
-            scores = scores.masked_fill(~keep, torch.finfo(q.dtype).min)
-        if self.sinks is not None:  # (B, H, Tq, Tk + 1), the row's max subtracted in q's dtype
-            sink = self.sinks.to(q.dtype).view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)
-            scores = torch.cat([scores, sink], dim=-1)
-            probs = (scores - scores.amax(-1, keepdim=True)).softmax(-1)[..., :-1]
-        else:
-            probs = scores.softmax(-1)
-        self.record_probs(ctx, q, k, scale=scale, probs=probs)
-        return F.dropout(probs, self.dropout, self.training) @ v  # (B, H, Tq, hd)
 
     def _flex_capped(self, q: Tensor, bias: Tensor | None) -> bool:
         """Whether soft-capped scores go through FlexAttention (CUDA or compiled, no bias or

@@ -30,6 +30,7 @@ from archzoo.interfaces import AttentionContext
 from archzoo.masks import AttentionMask, Pattern
 
 from .band import band_applies, band_attention
+from .eager import eager_attention
 from .flex import flex_available, mask_flex
 from .mha import MultiHeadAttention
 from .sinks import flex_lse_available, flex_with_sinks, sink_sdpa
@@ -374,13 +375,11 @@ class SparseAttention(MultiHeadAttention, cross=False, accepts_bias=False):
             "auto", "execution: auto (flex when compiled/CUDA, else blocked), blocked, dense, flex"
         )
 
-    eager_blocks = False  # whether `eager` has a path here (block_local's blocks)
-
     @classmethod
     def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
         issues = super().check(cfg, dims)
-        if cfg.eager and not cls.eager_blocks:
-            issues.append(("eager", f"not supported by {cls.name} (SDPA or FlexAttention only)"))
+        if cfg.eager and getattr(cfg, "global_projections", False):
+            issues.append(("eager", "has no path for separate global projections"))
         return issues
 
     def make_pattern(
@@ -458,6 +457,20 @@ class SparseAttention(MultiHeadAttention, cross=False, accepts_bias=False):
         B, _, Tq, _ = q.shape
         mask = ctx.mask.with_pattern(self.make_pattern(k.shape[2], q.device, ctx))
         global_qkv = None if x is None else self.global_qkv(x, mask.pattern)
+        if self.cfg.eager:  # the dense masked computation in transformers' op order
+            scale = self.scale if self.scale is not None else self.head_dim**-0.5
+            out, probs = eager_attention(
+                q,
+                k,
+                v,
+                mask.dense(),
+                scale=scale,
+                sinks=self.sinks,
+                dropout_p=self.dropout if self.training else 0.0,
+            )  # (B, H, Tq, hd)
+            self.record_probs(ctx, q, k, scale=scale, probs=probs)
+            out = mask.zero_empty_rows(out).transpose(1, 2).reshape(B, Tq, self.q_dim)
+            return self.out(out)
         self.record_pattern_probs(ctx, q, k, mask, global_qkv)
         out = attend(
             q,

@@ -49,7 +49,7 @@ class DeepseekV3Converter(
         "dropout: 0.0, embedding: token, block: pre_ln, norm: rmsnorm",
         "attention: {kind: mla}",
         "ffn: {kind: moe, expert: glu, activation: swiglu, router: sigmoid, choice_bias: true,"
-        " aux_loss_coef: 0.0}",
+        " aux_loss_coef: 0.0, router_fp32: true, fp32_weights: true}",  # transformers' fp32 gate
     )
     fields = (
         *SIZES,

@@ -31,7 +31,8 @@ class GptOssConverter(LlamaConverter, model_type="gpt_oss", hf_prefix="GptOss"):
     fixed = {
         **LlamaConverter.fixed,
         **spec_parts(
-            "attention: {kind: mha, fused_qkv: false, sinks: true}",
+            "attention: {kind: mha, fused_qkv: false, sinks: true, eager: true}",  # no SDPA
+            "norm: {kind: rmsnorm, scale_fp32: true}",  # (w * x) in fp32, rounded once
             "ffn: {kind: moe, expert: glu, activation: swiglu_clamped, router: topk_softmax, "
             "router_bias: true, expert_bias: true}",
         ),

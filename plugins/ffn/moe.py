@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from archzoo.component import param
 from archzoo.interfaces import FeedForward
+from archzoo.linear import Float32Linear, KeepsFloat32
 
 from .activations import ACTIVATIONS, clamped_swiglu
 from .glu import GATES
@@ -22,7 +23,7 @@ from .routing import Groups, expert_matmul, load_balancing_loss, route
 CLAMPED = "swiglu_clamped"  # GPT-OSS's gated unit (glu_alpha, glu_limit)
 
 
-class MoEFeedForward(FeedForward, name="moe", aux_loss=True):
+class MoEFeedForward(KeepsFloat32, FeedForward, name="moe", aux_loss=True):
     """mixture of experts: top-k routed GLU/MLP experts (+ shared experts), grouped matmuls"""
 
     class Config:
@@ -53,6 +54,11 @@ class MoEFeedForward(FeedForward, name="moe", aux_loss=True):
             False,
             "weigh expert outputs by the fp32 routing weights and round only their sum "
             "(Mixtral); false: weights rounded to the activations' dtype first (Qwen-MoE)",
+        )
+        router_fp32: bool = param(
+            False,
+            "router weights (and choice bias) kept in fp32 at any model dtype, logits in fp32 "
+            "(DeepSeek-V3: transformers keeps its gate in fp32)",
         )
         routed_scale: float = param(
             1.0, "multiplies the routed experts' weights (DeepSeek routed_scaling_factor)", gt=0.0
@@ -86,7 +92,7 @@ class MoEFeedForward(FeedForward, name="moe", aux_loss=True):
         d, f, e = dims.d_model, cfg.d_expert or dims.d_ff, cfg.n_experts
         self.d_expert = f
         gated = cfg.expert == "glu"
-        self.router = nn.Linear(d, e, bias=cfg.router_bias)
+        self.router = (Float32Linear if cfg.router_fp32 else nn.Linear)(d, e, bias=cfg.router_bias)
         # expert weights in x @ W layout: w_in (E, D, 2F as [gate | up] or F), w_out (E, F, D)
         self.w_in = nn.Parameter(torch.empty(e, d, 2 * f if gated else f))
         self.w_out = nn.Parameter(torch.empty(e, f, d))
@@ -104,6 +110,7 @@ class MoEFeedForward(FeedForward, name="moe", aux_loss=True):
                 self.shared_gate = nn.Linear(d, 1, bias=False)
         if cfg.choice_bias:  # trained by an update rule outside autograd, so a buffer
             self.register_buffer("score_bias", torch.zeros(e))
+            self.float32_names = ("score_bias",) if cfg.router_fp32 else ()
         self.groups = None
         if cfg.n_groups > 1:
             keep = cfg.topk_groups or cfg.n_groups

@@ -1,0 +1,46 @@
+"""Attention op by op, as transformers' eager attention functions write it.
+
+In 16-bit floats every op rounds, so a family whose transformers code attends eagerly (no
+SDPA: LongT5, GPT-OSS) gets its bits only from the same ops in the same order and dtype:
+scores q @ k^T rounded, times the scale, plus the bias, masked, the softmax (with sinks:
+the row's maximum subtracted first), probabilities @ values. SDPA's kernels never round
+the scores and give other last bits.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def eager_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    keep: Tensor | None,
+    *,
+    scale: float,
+    bias: Tensor | None = None,
+    sinks: Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> tuple[Tensor, Tensor]:
+    """q (B, H, Tq, hd), k and v (B, Hkv, Tk, hd), keep a bool (B|1, 1, Tq, Tk) or None, bias
+    an additive score term, sinks (H,) -> output (B, H, Tq, hd) and probabilities (B, H, Tq, Tk),
+    every op in q's dtype."""
+    if k.shape[1] != q.shape[1]:
+        k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)  # (B, H, Tk, hd)
+        v = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1)
+    scores = (q @ k.transpose(-1, -2)) * scale  # (B, H, Tq, Tk)
+    if bias is not None:
+        scores = scores + bias.to(q.dtype)
+    if keep is not None:
+        scores = scores.masked_fill(~keep, torch.finfo(q.dtype).min)
+    if sinks is not None:  # GPT-OSS: [scores | sink] less the row's max, in q's dtype
+        sink = sinks.to(q.dtype).view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)
+        scores = torch.cat([scores, sink], dim=-1)  # (B, H, Tq, Tk + 1)
+        probs = (scores - scores.amax(-1, keepdim=True)).softmax(-1)[..., :-1]
+    else:
+        probs = scores.softmax(-1)
+    dropped = F.dropout(probs, dropout_p) if dropout_p else probs
+    return dropped @ v, probs  # (B, H, Tq, hd), (B, H, Tq, Tk)
