@@ -109,7 +109,6 @@ def test_extends_deep_merges_components_and_replaces_other_kinds(tmp_path):
         "interleaved": False,
         "rotate_fp32": False,  # added with bf16 parity: rotate in the queries' dtype
         **ROPE_SCALING_DEFAULTS,  # added with RoPE scaling: off by default
-        "rotate_fp32": False,  # added with OLMo 2's fp32 rotation
     }
     # merged onto the base's mha: its params stay, n_kv_heads is added
     assert spec.data["attention"]["n_kv_heads"] == 4
