@@ -249,6 +249,26 @@ OTHERS: dict[str, tuple[str, str, dict, bool]] = {
     "bart": ("BartForConditionalGeneration", "BartConfig", SEQ2SEQ, True),
     "mbart": ("MBartForConditionalGeneration", "MBartConfig", SEQ2SEQ, True),
     "m2m_100": ("M2M100ForConditionalGeneration", "M2M100Config", SEQ2SEQ, True),
+    # transformers' eager attention (`attention.eager`): XLM divides q before q k^T
+    # (`scale_query`), BigBird's full attention divides the scores; both softmax in float32
+    "xlm": (
+        "XLMWithLMHeadModel",
+        "XLMConfig",
+        dict(vocab_size=V, emb_dim=32, n_layers=2, n_heads=4, n_langs=1),
+        False,
+    ),
+    "big_bird": (
+        "BigBirdForMaskedLM",
+        "BigBirdConfig",
+        dict(ENCODER, attention_type="original_full"),
+        False,
+    ),
+    "bigbird_pegasus": (  # eager full attention in the encoder, SDPA in the decoder
+        "BigBirdPegasusForConditionalGeneration",
+        "BigBirdPegasusConfig",
+        dict(SEQ2SEQ, attention_type="original_full"),
+        True,
+    ),
 }
 
 

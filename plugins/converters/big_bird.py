@@ -87,8 +87,8 @@ class BigBirdConverter(BertConverter, model_type="big_bird", hf_prefix="BigBird"
         (5 + 2r) blocks or fewer, as HF falls back there; original_full: plain mha."""
         spec["attention"]["out_bias"] = True  # use_bias is q, k and v's only
         kind = get(config, "attention_type", "block_sparse")
-        if kind == "original_full":
-            spec["attention"]["kind"] = "mha"
+        if kind == "original_full":  # BigBirdSelfAttention's eager matmul, scale, softmax
+            spec["attention"].update(kind="mha", eager=True)
             return
         if kind != "block_sparse":
             raise ConversionError(
