@@ -218,6 +218,14 @@ SEQ2SEQ = dict(
 )
 T5 = dict(vocab_size=V, num_layers=2, d_model=32, num_heads=4, d_kv=8, d_ff=64)
 LONGT5 = dict(T5, local_radius=3, feed_forward_proj="gated-gelu")
+DEBERTA = dict(
+    relative_attention=True,
+    max_relative_positions=-1,
+    share_att_key=True,
+    pos_att_type="p2c|c2p",
+    position_biased_input=False,
+    pad_token_id=0,
+)
 # case -> (transformers class, config class, keyword arguments, encoder-decoder)
 OTHERS: dict[str, tuple[str, str, dict, bool]] = {
     "bert": ("BertForMaskedLM", "BertConfig", ENCODER, False),
@@ -261,6 +269,28 @@ OTHERS: dict[str, tuple[str, str, dict, bool]] = {
         "BigBirdForMaskedLM",
         "BigBirdConfig",
         dict(ENCODER, attention_type="original_full"),
+        False,
+    ),
+    # DeBERTa-v2's own ops: k and each relative term divided by a bf16 sqrt(3 hd), a float32
+    # softmax (`attention.eager`); (word + position) + type (`embedding.positions_first`)
+    "deberta_v3": (
+        "DebertaV2ForMaskedLM",
+        "DebertaV2Config",
+        dict(ENCODER, **DEBERTA, position_buckets=8, norm_rel_ebd="layer_norm"),
+        False,
+    ),
+    "deberta_v2_absolute_c2p": (  # absolute positions, token types, own position projections
+        "DebertaV2ForMaskedLM",
+        "DebertaV2Config",
+        {
+            **ENCODER,
+            **DEBERTA,
+            "max_relative_positions": 6,
+            "share_att_key": False,
+            "pos_att_type": ["c2p"],
+            "position_biased_input": True,
+            "type_vocab_size": 2,
+        },
         False,
     ),
     "bigbird_pegasus": (  # eager full attention in the encoder, SDPA in the decoder

@@ -46,6 +46,12 @@ class DisentangledAttention(Attention, name="disentangled"):
         uniform_padded: bool = param(
             False, "a padded query averages every value (HF's fully masked 2-D mask rows)"
         )
+        eager: bool = param(
+            False,
+            "transformers' DeBERTa-v2 ops in q's dtype, not SDPA: k and each gathered term "
+            "divided by sqrt(head_dim * factor) rounded to that dtype, a float32 softmax, "
+            "probs @ v (its bits in bf16)",
+        )
 
     def __init__(self, cfg: Any, dims: Any, **_: Any) -> None:
         super().__init__(cfg, dims)
@@ -98,8 +104,11 @@ class DisentangledAttention(Attention, name="disentangled"):
             t = (self.position_key if which == "key" else self.position_query)(table)
         return t.view(table.shape[0], self.n_heads, self.head_dim).transpose(0, 1)
 
-    def relative_scores(self, q: Tensor, k: Tensor, state: Any) -> Tensor:
-        """c2p + p2c terms (B, H, Tq, Tk), unscaled, from q (B, H, Tq, hd), k (B, H, Tk, hd)."""
+    def relative_scores(
+        self, q: Tensor, k: Tensor, state: Any, root: Tensor | None = None
+    ) -> Tensor:
+        """c2p + p2c terms (B, H, Tq, Tk) from q (B, H, Tq, hd), k (B, H, Tk, hd): unscaled,
+        or each term divided by `root` before they are summed (HF's order)."""
         index, table = state.index, state.table  # (B, Tq, Tk), (2S, d)
         table = F.dropout(table.to(q.dtype), self.table_dropout, self.training)
         B, H, Tq, _ = q.shape
@@ -108,10 +117,12 @@ class DisentangledAttention(Attention, name="disentangled"):
         if "c2p" in self.cfg.terms:
             c2p = q @ self._table_heads(table, "key").transpose(-1, -2)  # (B, H, Tq, 2S)
             scores = c2p.gather(-1, index[:, None].expand(B, H, Tq, Tk))
+            scores = scores if root is None else scores / root
         if "p2c" in self.cfg.terms:
             p2c = k @ self._table_heads(table, "query").transpose(-1, -2)  # (B, H, Tk, 2S)
             at = index.transpose(1, 2)[:, None].expand(B, H, Tk, Tq)  # key j, query i: d(i, j)
             term = p2c.gather(-1, at).transpose(-1, -2)  # (B, H, Tq, Tk)
+            term = term if root is None else term / root
             scores = term if scores is None else scores + term
         return scores
 
@@ -127,30 +138,59 @@ class DisentangledAttention(Attention, name="disentangled"):
         pos, state = ctx.position, ctx.position_state  # q, k, v: (B, H, T, hd)
         if pos is not None:
             q, k = pos.rotate(state, q, k)
-        bias = None
-        if self.cfg.terms:
-            if not hasattr(state, "table"):
-                raise ValueError(
-                    f"attention 'disentangled' with terms {self.cfg.terms} needs position "
-                    f"'deberta_relative' (its relative table), got "
-                    f"{pos.name if pos is not None else None!r}"
-                )
-            bias = self.relative_scores(q, k, state) * self.scale  # (B, H, Tq, Tk)
-        elif pos is not None:
-            bias = pos.score_bias(state, q, k, self.scale)
-        self.record_probs(ctx, q, k, scale=self.scale, bias=bias)  # only when asked
-        out = F.scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            **ctx.mask.sdpa(bias, q.dtype),
-            dropout_p=self.dropout if self.training else 0.0,
-            scale=self.scale,
-        )  # (B, H, T, hd)
+        if self.cfg.terms and not hasattr(state, "table"):
+            raise ValueError(
+                f"attention 'disentangled' with terms {self.cfg.terms} needs position "
+                f"'deberta_relative' (its relative table), got "
+                f"{pos.name if pos is not None else None!r}"
+            )
+        if self.cfg.eager:
+            out = self._eager(q, k, v, ctx)
+        else:
+            bias = None
+            if self.cfg.terms:
+                bias = self.relative_scores(q, k, state) * self.scale  # (B, H, Tq, Tk)
+            elif pos is not None:
+                bias = pos.score_bias(state, q, k, self.scale)
+            self.record_probs(ctx, q, k, scale=self.scale, bias=bias)  # only when asked
+            out = F.scaled_dot_product_attention(
+                q,
+                k,
+                v,
+                **ctx.mask.sdpa(bias, q.dtype),
+                dropout_p=self.dropout if self.training else 0.0,
+                scale=self.scale,
+            )  # (B, H, T, hd)
         out = ctx.mask.zero_empty_rows(out)
-        real = ctx.mask.key_padding
-        if self.cfg.uniform_padded and real is not None:
-            start = ctx.mask.q_offset
-            query_real = real[:, None, start : start + T, None]  # (B, 1, T, 1)
+        query_real = self._real_queries(ctx, T)
+        if query_real is not None and not self.cfg.eager:
             out = torch.where(query_real, out, v.mean(-2, keepdim=True))  # uniform over keys
         return self.out(out.transpose(1, 2).reshape(B, T, self.inner))  # (B, T, d_model)
+
+    def _real_queries(self, ctx: AttentionContext, T: int) -> Tensor | None:
+        """With `uniform_padded` and padding: bool (B, 1, T, 1), the real queries."""
+        real = ctx.mask.key_padding
+        if not self.cfg.uniform_padded or real is None:
+            return None
+        start = ctx.mask.q_offset
+        return real[:, None, start : start + T, None]
+
+    def _eager(self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext) -> Tensor:
+        """Attention (B, H, Tq, hd) in HF DisentangledSelfAttention's ops and order."""
+        pos, state = ctx.position, ctx.position_state
+        root = torch.tensor(self.scale**-2, dtype=torch.float32).sqrt().to(q.dtype)
+        scores = q @ (k.transpose(-1, -2) / root)  # (B, H, Tq, Tk)
+        if self.cfg.terms:
+            scores = scores + self.relative_scores(q, k, state, root)
+        elif pos is not None:
+            bias = pos.score_bias(state, q, k, self.scale)
+            scores = scores if bias is None else scores + bias.to(scores.dtype)
+        keep, query_real = ctx.mask.dense(), self._real_queries(ctx, q.shape[2])
+        if query_real is not None:  # a padded query's row masked whole: a uniform softmax
+            keep = query_real if keep is None else keep & query_real
+        if keep is not None:
+            scores = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
+        upcast = torch.promote_types(scores.dtype, torch.float32)  # fp16/bf16 in fp32
+        probs = scores.softmax(-1, dtype=upcast).to(q.dtype)
+        self.record_probs(ctx, q, k, scale=self.scale, probs=probs)
+        return F.dropout(probs, self.dropout, self.training) @ v

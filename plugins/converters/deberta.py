@@ -64,7 +64,7 @@ def attention_terms(config: dict[str, Any]) -> list[str]:
 class DebertaConverter(Converter, model_type="deberta", hf_prefix="Deberta", family="encoder"):
     fixed = spec_parts(
         "block: post_ln, norm: layernorm, ffn: mlp",
-        "embedding: {kind: token, norm: true, zero_padded: true}",
+        "embedding: {kind: token, norm: true, zero_padded: true, positions_first: true}",
         "attention: {kind: disentangled, share_key: false, bias: qv, position_key_bias: false,"
         " uniform_padded: true}",
     )
@@ -171,8 +171,9 @@ class DebertaConverter(Converter, model_type="deberta", hf_prefix="Deberta", fam
 class DebertaV2Converter(DebertaConverter, model_type="deberta-v2", hf_prefix="DebertaV2"):
     fixed = spec_parts(
         "block: post_ln, norm: layernorm, ffn: mlp",
-        "embedding: {kind: token, norm: true, zero_padded: true}",
-        "attention: {kind: disentangled, bias: qkv, position_key_bias: true, uniform_padded: true}",
+        "embedding: {kind: token, norm: true, zero_padded: true, positions_first: true}",
+        "attention: {kind: disentangled, bias: qkv, position_key_bias: true, uniform_padded: true,"
+        " eager: true}",
     )
     tasks = {
         **TASKS,

@@ -27,6 +27,11 @@ class TokenEmbedding(Embedding, name="token"):
         )
         norm: bool = param(False, "normalise the summed embeddings (BERT)")
         zero_padded: bool = param(False, "zero the vectors of padded positions (DeBERTa)")
+        positions_first: bool = param(
+            False,
+            "add the position vectors to the token vectors first, then languages and types "
+            "(DeBERTa's and XLM's order; default: positions last, as BERT)",
+        )
         dropout: float | None = dropout_param("dropout on the output (null: model dropout)")
 
     def __init__(self, cfg: Any, dims: Any, *, make_norm: NormFactory) -> None:
@@ -37,6 +42,7 @@ class TokenEmbedding(Embedding, name="token"):
         n_langs = getattr(cfg, "n_langs", 0)  # subclasses with a Config of their own
         self.lang = nn.Embedding(n_langs, width) if n_langs else None
         self.word_types = getattr(cfg, "word_types", False)
+        self.positions_first = getattr(cfg, "positions_first", False)
         self.norm = make_norm(dim=width) if cfg.norm else None
         self.dropout = nn.Dropout(dims.dropout if cfg.dropout is None else cfg.dropout)
         self.multiplier = width**0.5 if cfg.scale else 1.0
@@ -68,19 +74,21 @@ class TokenEmbedding(Embedding, name="token"):
         position_embeds: Tensor | None,
         langs: Tensor | None = None,
     ) -> Tensor:
-        """Scaled token vectors + token types + positions (+ languages), normalised:
+        """Scaled token vectors (+ languages) + token types + positions, normalised:
         (B, T, embed_width)."""
         x = self.word(input_ids)  # (B, T, W)
         if self.multiplier != 1.0:
             x = x * (x.new_tensor(self.multiplier) if self.round_scale else self.multiplier)
+        if self.positions_first and position_embeds is not None:
+            x, position_embeds = x + position_embeds.to(x.dtype), None
+        if self.lang is not None and langs is not None:
+            x = x + self.lang(langs)
         if self.token_type is not None:
             if token_type_ids is None:
                 token_type_ids = input_ids.new_zeros(input_ids.shape)
             x = x + self.token_type(token_type_ids)
         elif self.word_types and token_type_ids is not None:
             x = x + self.word(token_type_ids)
-        if self.lang is not None and langs is not None:
-            x = x + self.lang(langs)
         if position_embeds is not None:
             x = x + position_embeds.to(x.dtype)
         if self.norm is not None:
