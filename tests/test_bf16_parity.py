@@ -257,6 +257,23 @@ OTHERS: dict[str, tuple[str, str, dict, bool]] = {
     "bart": ("BartForConditionalGeneration", "BartConfig", SEQ2SEQ, True),
     "mbart": ("MBartForConditionalGeneration", "MBartConfig", SEQ2SEQ, True),
     "m2m_100": ("M2M100ForConditionalGeneration", "M2M100Config", SEQ2SEQ, True),
+    # rotary in float32 by bf16 cos/sin (`rotate_fp32`, `round_cos_sin`); layers 1 and 2
+    # attend 2 tokens each side (12 tokens: one block, the dense path)
+    "modernbert": (
+        "ModernBertForMaskedLM",
+        "ModernBertConfig",
+        dict(
+            ENCODER,
+            num_hidden_layers=3,
+            local_attention=4,
+            pad_token_id=0,
+            bos_token_id=1,
+            cls_token_id=1,
+            eos_token_id=2,
+            sep_token_id=2,
+        ),
+        False,
+    ),
     # transformers' eager attention (`attention.eager`): XLM divides q before q k^T
     # (`scale_query`), BigBird's full attention divides the scores; both softmax in float32
     "xlm": (

@@ -108,6 +108,7 @@ def test_extends_deep_merges_components_and_replaces_other_kinds(tmp_path):
         "fraction": 1.0,
         "interleaved": False,
         "rotate_fp32": False,  # added with bf16 parity: rotate in the queries' dtype
+        "round_cos_sin": False,  # added with ModernBERT's bf16 cos/sin
         **ROPE_SCALING_DEFAULTS,  # added with RoPE scaling: off by default
     }
     # merged onto the base's mha: its params stay, n_kv_heads is added

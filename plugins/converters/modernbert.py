@@ -29,6 +29,7 @@ from .gemma3 import gemma3_rotary
 from .rope import rope_config
 
 BASES = (160_000.0, 10_000.0)  # transformers' global and local rotary bases
+ROTATE = {"rotate_fp32": True, "round_cos_sin": True}
 THETAS = ("global_rope_theta", "local_rope_theta")  # their transformers-4 keys
 FIRST_LAYER = {"select": [0], "block": {"kind": "pre_ln", "attention_norm": False}}
 POOLED = "kind: {}, pooler: true, pooler_norm: true"  # ModernBertPredictionHead first
@@ -126,14 +127,15 @@ class ModernBertConverter(
                 "the labelled tokens only); set it to false to import"
             )
         glob, local = gemma3_rotary(config, THETAS, BASES)
-        spec["position"] = {"kind": "rotary", **glob}
+        # apply_rotary_pos_emb rotates q and k in float32, by cos/sin rounded to q's dtype
+        spec["position"] = {"kind": "rotary", **glob, **ROTATE}
         n, every = spec["n_layers"], int(config.get("global_attn_every_n_layers") or 3)
         kinds = config.get("layer_types") or [
             "sliding_attention" if i % every else "full_attention" for i in range(n)
         ]
         # HF keeps |q - k| <= local_attention // 2; archzoo's bidirectional window |q - k| < w
         window = int(get(config, "local_attention", 128)) // 2 + 1
-        local = {"kind": "rotary", **config_defaults(RotaryPosition), **local}
+        local = {"kind": "rotary", **config_defaults(RotaryPosition), **local, **ROTATE}
         types = {**config, "layer_types": kinds, "sliding_window": window}
         sliding_layers(spec, types, every, local_position=local)
         spec["layers"] = [*spec.get("layers", []), dict(FIRST_LAYER)]

@@ -23,17 +23,25 @@ def rotary_angles(
 
 
 def apply_rotary(
-    x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, fp32: bool = False
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    interleaved: bool,
+    fp32: bool = False,
+    round_cos_sin: bool = False,
 ) -> Tensor:
     """Rotate the first rot_dim features of x (B, H, T, hd); cos/sin are (B, 1, T, rot_dim/2).
 
     The rotation runs in x's dtype with cos and sin rounded to it, one op at a time, as
     transformers rotates (in 16-bit floats every op rounds, so this order gives its bits).
-    `fp32`: 16-bit inputs rotate in float32 and round once instead (closer to exact).
+    `fp32`: 16-bit inputs rotate in float32 and round once instead (closer to exact), by
+    cos and sin rounded to x's dtype first when `round_cos_sin` (ModernBERT).
     """
     rot_dim = cos.shape[-1] * 2
     xr, rest = x[..., :rot_dim], x[..., rot_dim:]
     if fp32 and x.element_size() < 4:
+        if round_cos_sin:
+            cos, sin = cos.to(x.dtype), sin.to(x.dtype)
         xr = xr.float()
     cos, sin = cos.to(xr.dtype), sin.to(xr.dtype)
     if interleaved:  # pairs (0,1), (2,3), ... (GPT-J, RoFormer)
@@ -57,6 +65,11 @@ class RotaryPosition(Position, name="rotary", rotate=True, even_head_dim=True):
             False,
             "16-bit queries/keys rotate in float32, rounded once (false: in their dtype, op by op "
             "as transformers, whose bits that gives)",
+        )
+        round_cos_sin: bool = param(
+            False,
+            "with rotate_fp32: cos and sin rounded to the queries' dtype first (ModernBERT's "
+            "rotary hands them over in that dtype; OLMo 2's in float32)",
         )
         scaling: str = param("none", "context extension of the frequencies", choices=SCALINGS)
         factor: float | None = param(
@@ -115,5 +128,7 @@ class RotaryPosition(Position, name="rotary", rotate=True, even_head_dim=True):
 
     def rotate(self, state: Any, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         cos, sin = state
-        il, fp32 = self.cfg.interleaved, self.cfg.rotate_fp32
-        return apply_rotary(q, cos, sin, il, fp32), apply_rotary(k, cos, sin, il, fp32)
+        il, fp32, rounded = self.cfg.interleaved, self.cfg.rotate_fp32, self.cfg.round_cos_sin
+        return apply_rotary(q, cos, sin, il, fp32, rounded), apply_rotary(
+            k, cos, sin, il, fp32, rounded
+        )
