@@ -174,6 +174,37 @@ CASES: dict[str, tuple[str, str, dict]] = {
         "FalconConfig",
         dict(FALCON, alibi=True, multi_query=False, bias=True, num_attention_heads=16),
     ),
+    # hand-written attentions (mha core: eager), op by op: GPT-1 and MPT scale q k^T, add
+    # MPT's float32 ALiBi (float32 scores), softmax in float32; BLOOM adds its bf16 ALiBi
+    # (float32 slope * key position) and the scale in one baddbmm, and has its own GELU order
+    "openai_gpt": (
+        "OpenAIGPTLMHeadModel",
+        "OpenAIGPTConfig",
+        dict(n_embd=32, n_layer=2, n_head=4, n_positions=64, vocab_size=V),
+    ),
+    "bloom": (
+        "BloomForCausalLM",
+        "BloomConfig",
+        dict(n_layer=2, hidden_size=48, n_head=6, vocab_size=V),
+    ),
+    "bloom-16-heads": (  # slopes raised in float32 (some differ from float64's in the last bit)
+        "BloomForCausalLM",
+        "BloomConfig",
+        dict(n_layer=2, hidden_size=64, n_head=16, vocab_size=V),
+    ),
+    "mpt": ("MptForCausalLM", "MptConfig", dict(vocab_size=V, d_model=32, n_layers=2, n_heads=4)),
+    "mpt-clip-scale": (  # 6 heads: slopes of a non-power of two
+        "MptForCausalLM",
+        "MptConfig",
+        dict(
+            vocab_size=V,
+            d_model=48,
+            n_layers=2,
+            n_heads=6,
+            max_seq_len=64,
+            attn_config={"clip_qkv": 0.3, "softmax_scale": 0.2},
+        ),
+    ),
     "stablelm-parallel-qknorm": (  # a LayerNorm per head, each rounding once
         "StableLmForCausalLM",
         "StableLmConfig",
@@ -417,3 +448,32 @@ def test_eager_attention_is_the_same_attention_in_fp32(family, attention):
     with torch.no_grad():
         a, b = sdpa(ids).logits, eager(ids).logits
     assert (a - b).abs().max().item() < 1e-5 and a.abs().max().item() > 1e-2
+
+
+@pytest.mark.parametrize("fused_bias", [False, True])
+@pytest.mark.parametrize("form", ["distance", "key"])
+def test_eager_attention_with_alibi_rounds_like_one_bf16_computation(fused_bias, form):
+    """`eager` (and BLOOM's `fused_bias` baddbmm) write attention out op by op: in float32 the
+    logits of SDPA to rounding; in bf16 other bits than SDPA's, as close to the float64
+    attention, with ALiBi by distance or key position and left padding."""
+    spec = dict(
+        family="decoder", vocab_size=V, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_len=64
+    )
+    spec.update(head="lm", dropout=0.0, position={"kind": "alibi", "form": form})
+    torch.manual_seed(0)
+    sdpa = archzoo.build_model(spec).eval()
+    perturb(sdpa, seed=1, scale=0.1)
+    options = {"attention.eager": True, "attention.fused_bias": fused_bias}
+    eager = archzoo.build_model(spec, overrides=options).eval()
+    eager.load_state_dict(sdpa.state_dict())
+    ids = torch.randint(0, V, (2, 20), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids).index_fill_(1, torch.arange(3), 0)  # left padding
+    keep = mask.bool()[:, :, None]  # (B, T, 1): rows of real queries
+    with torch.no_grad():
+        fp32 = [m(ids, attention_mask=mask).logits for m in (sdpa, eager)]
+        exact = sdpa.double()(ids, attention_mask=mask).logits
+        bf16 = [m.bfloat16()(ids, attention_mask=mask).logits.double() for m in (sdpa, eager)]
+    assert (fp32[0] - fp32[1]).abs().max().item() < 1e-5
+    errors = [(b - exact).abs().masked_select(keep) for b in bf16]
+    assert not torch.equal(*bf16) and errors[1].max() < 0.05
+    assert errors[1].mean() < 1.5 * errors[0].mean()

@@ -287,6 +287,29 @@ def test_gelu_new_lookup_has_transformers_bits_for_every_16_bit_value(dtype):
     with torch.inference_mode():
         got = activations.gelu_new(x)
     expected = NewGELUActivation()(x)
-    assert (dtype, x.device) in activations._TABLES  # the lookup ran, not the ops
+    assert (activations._gelu_new_ops, dtype, x.device) in activations._TABLES  # a lookup
     assert got.shape == x.shape and got.dtype == dtype
     assert torch.equal(got.view(torch.int16), expected.view(torch.int16))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_gelu_bloom_has_transformers_bits_for_every_16_bit_value(dtype):
+    """BLOOM's tanh-GELU op order: transformers' bits for every 16-bit value, looked up in
+    inference and op by op with a graph (float32: F.gelu's tanh form, within 1e-6)."""
+    from transformers.models.bloom.modeling_bloom import bloom_gelu_forward
+
+    from archzoo.plugins.ffn import activations
+
+    every = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(dtype)
+    x = every.view(256, 256).t()  # not contiguous
+    expected = bloom_gelu_forward(x).view(torch.int16)
+    with torch.inference_mode():
+        looked_up = activations.gelu_bloom(x)
+    assert (activations._gelu_bloom_ops, dtype, x.device) in activations._TABLES
+    graph = x.clone().requires_grad_()
+    assert torch.equal(looked_up.view(torch.int16), expected)
+    assert torch.equal(activations.gelu_bloom(graph).detach().view(torch.int16), expected)
+    wide = torch.linspace(-6, 6, 1001)
+    torch.testing.assert_close(
+        activations.gelu_bloom(wide), bloom_gelu_forward(wide), rtol=1e-6, atol=1e-6
+    )

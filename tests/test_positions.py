@@ -11,7 +11,7 @@ from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 
 import archzoo
-from archzoo.plugins.position.alibi import alibi_slopes
+from archzoo.plugins.position.alibi import alibi_slopes, alibi_slopes_fp32
 from archzoo.plugins.position.rotary import apply_rotary, rotary_angles
 from archzoo.plugins.position.sinusoidal import sinusoidal_table
 
@@ -87,6 +87,23 @@ def test_alibi_slopes_12_heads_follow_press_recipe():
 def test_alibi_slopes_4_and_16_heads():
     assert alibi_slopes(4) == pytest.approx([1 / 4, 1 / 16, 1 / 64, 1 / 256], rel=1e-12)
     assert alibi_slopes(16) == pytest.approx([2.0 ** (-k / 2) for k in range(1, 17)], rel=1e-12)
+
+
+@pytest.mark.parametrize("n_heads", [6, 16, 112])
+def test_alibi_slopes_fp32_are_blooms_bits(n_heads):
+    """The `key` form's slopes are raised in float32 as BLOOM raises them: its bf16 bias
+    slope * j over 2048 keys has every bit, where float64-raised slopes (rounded to float32)
+    give over 500 other entries from 16 heads on."""
+    from transformers.models.bloom.modeling_bloom import _get_alibi_slopes
+
+    fp32 = alibi_slopes_fp32(n_heads)
+    assert fp32.tolist() == pytest.approx(alibi_slopes(n_heads), rel=1e-6)
+    j = torch.arange(2048)
+    bias = (fp32[:, None] * j).bfloat16()  # (H, Tk)
+    assert torch.equal(bias, (_get_alibi_slopes(n_heads, "cpu")[:, None] * j).bfloat16())
+    rounded64 = (torch.tensor(alibi_slopes(n_heads))[:, None] * j).bfloat16()
+    differ = (rounded64 != bias).sum().item()
+    assert differ == 0 if n_heads == 6 else differ > 500  # 6 heads: powers of two, exact
 
 
 # --- rotary -----------------------------------------------------------------------------

@@ -45,6 +45,7 @@ def test_resolved_spec_has_every_default_explicit():
         "bias_apart": False,  # added with Falcon's bf16 order
         "kv_broadcast": False,  # added with Falcon's multi-query SDPA call
         "eager": False,  # added with LongT5's and GPT-OSS's eager bf16 order
+        "fused_bias": False,  # added with BLOOM's baddbmm
     }
     assert spec.data["sharing"] == {"kind": "none"}
     assert spec.data["init_std"] == 0.02

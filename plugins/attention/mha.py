@@ -68,7 +68,10 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
             False,
             "attend op by op in the activations' dtype as transformers' eager attention: "
             "q @ k^T * scale, + bias, masked, softmax (sinks: max subtracted first), @ v "
-            "(LongT5, GPT-OSS: their bf16 bits); false: SDPA",
+            "(GPT-1, MPT, XLM, BigBird, LongT5, GPT-OSS: their bf16 bits); false: SDPA",
+        )
+        fused_bias: bool = param(
+            False, "eager: bias + scale * q @ k^T in one baddbmm, rounded once (BLOOM)"
         )
 
     def __init__(
@@ -232,6 +235,7 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
                 bias=bias,
                 sinks=self.sinks,
                 dropout_p=self.dropout if self.training else 0.0,
+                fused_bias=self.cfg.fused_bias,
             )  # (B, H, Tq, hd)
             self.record_probs(ctx, q, k, scale=scale, probs=probs)
         elif values or self.cfg.softcap is not None:

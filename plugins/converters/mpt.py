@@ -24,7 +24,7 @@ class MptConverter(Converter, model_type="mpt", hf_prefix="Mpt", family="decoder
     fixed = spec_parts(
         "embedding: token, position: alibi, block: pre_ln",
         "norm: {kind: layernorm, bias: false}",
-        "attention: {kind: mha, fused_qkv: true, bias: false}",
+        "attention: {kind: mha, fused_qkv: true, bias: false, eager: true}",  # hand-written
         "ffn: {kind: mlp, activation: gelu, bias: false}",
     )
     fields = (

@@ -20,7 +20,7 @@ class OpenAIGPTConverter(
 ):
     fixed = spec_parts(
         "embedding: token, position: learned, block: post_ln, norm: layernorm, ffn: mlp",
-        "attention: {kind: mha, fused_qkv: true, bias: true}",
+        "attention: {kind: mha, fused_qkv: true, bias: true, eager: true}",  # hand-written
     )
     fields = (  # GPT-2's keys less its activation, attention-scaling and FFN-width ones
         *(

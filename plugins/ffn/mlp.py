@@ -20,7 +20,7 @@ class MLPFeedForward(FeedForward, name="mlp"):
     """two-layer MLP: d_model -> d_ff -> activation -> d_model"""
 
     class Config:
-        activation: Literal["relu", "gelu", "gelu_tanh", "gelu_new", "silu"] = param(
+        activation: Literal["relu", "gelu", "gelu_tanh", "gelu_new", "gelu_bloom", "silu"] = param(
             "gelu", "non-linearity between the two projections"
         )
         bias: bool = param(True, "biases on both projections")
