@@ -219,20 +219,28 @@ CASES: dict[str, tuple[str, str, dict]] = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_bf16_logits_are_bit_identical_to_transformers(tmp_path, case):
-    model_cls, config_cls, kwargs = CASES[case]
+def bf16_pair(tmp_path, model_cls: str, config_cls: str, kwargs: dict):
+    """A perturbed tiny transformers model saved to tmp_path, then loaded in bf16 by both
+    libraries: transformers' from_pretrained(dtype=bf16) and archzoo's from_hf."""
     torch.manual_seed(0)
     ref = getattr(hf, model_cls)(getattr(hf, config_cls)(**kwargs))
     perturb(ref, seed=1, scale=0.1)
     ref.save_pretrained(tmp_path)
     ref = getattr(hf, model_cls).from_pretrained(tmp_path, dtype=torch.bfloat16).eval()
-    ours = archzoo.from_hf(tmp_path, dtype=torch.bfloat16)
-    ids = torch.randint(3, V, (2, 12), generator=torch.Generator().manual_seed(5))
-    with torch.no_grad():
-        expected, got = ref(input_ids=ids).logits, ours(ids).logits
+    return ref, archzoo.from_hf(tmp_path, dtype=torch.bfloat16)
+
+
+def assert_same_bits(got: torch.Tensor, expected: torch.Tensor) -> None:
     assert got.dtype == expected.dtype == torch.bfloat16
     assert torch.equal(got, expected), (got.float() - expected.float()).abs().max().item()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bf16_logits_are_bit_identical_to_transformers(tmp_path, case):
+    ref, ours = bf16_pair(tmp_path, *CASES[case])
+    ids = torch.randint(3, V, (2, 12), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        assert_same_bits(ours(ids).logits, ref(input_ids=ids).logits)
 
 
 ENCODER = dict(SMALL, intermediate_size=64, max_position_embeddings=64)
@@ -352,13 +360,8 @@ OTHERS: dict[str, tuple[str, str, dict, bool]] = {
 
 @pytest.mark.parametrize("case", sorted(OTHERS))
 def test_bf16_encoder_and_seq2seq_logits_are_bit_identical_to_transformers(tmp_path, case):
-    model_cls, config_cls, kwargs, seq2seq = OTHERS[case]
-    torch.manual_seed(0)
-    ref = getattr(hf, model_cls)(getattr(hf, config_cls)(**kwargs))
-    perturb(ref, seed=1, scale=0.1)
-    ref.save_pretrained(tmp_path)
-    ref = getattr(hf, model_cls).from_pretrained(tmp_path, dtype=torch.bfloat16).eval()
-    ours = archzoo.from_hf(tmp_path, dtype=torch.bfloat16)
+    *model, seq2seq = OTHERS[case]
+    ref, ours = bf16_pair(tmp_path, *model)
     gen = torch.Generator().manual_seed(5)
     ids, dec = (
         torch.randint(3, V, (2, 12), generator=gen),
@@ -370,8 +373,7 @@ def test_bf16_encoder_and_seq2seq_logits_are_bit_identical_to_transformers(tmp_p
             got = ours(ids, decoder_input_ids=dec).logits
         else:
             expected, got = ref(input_ids=ids).logits, ours(ids).logits
-    assert got.dtype == expected.dtype == torch.bfloat16
-    assert torch.equal(got, expected), (got.float() - expected.float()).abs().max().item()
+    assert_same_bits(got, expected)
 
 
 @pytest.mark.parametrize("interleaved", [False, True])
