@@ -425,57 +425,43 @@ def test_scale_query_only_moves_the_rounding(kind):
     assert (a - b).abs().max().item() < 1e-5 and a.abs().max().item() > 1e-2
 
 
+ALIBI = {"kind": "alibi", "form": "distance"}
+
+
 @pytest.mark.parametrize(
-    "family, attention",
+    "family, attention, position",
     [
-        ("decoder", {"kind": "mha", "sinks": True}),
-        ("decoder", {"kind": "local", "window": 4, "sinks": True}),
-        ("encoder", {"kind": "block_local", "radius": 3}),
+        ("decoder", {"kind": "mha", "sinks": True}, None),  # GPT-OSS's sinks
+        ("decoder", {"kind": "local", "window": 4, "sinks": True}, None),  # its sliding layers
+        ("encoder", {"kind": "block_local", "radius": 3}, {"kind": "t5_windowed", "n_buckets": 8}),
+        ("decoder", {"kind": "mha"}, ALIBI),  # GPT-1 and MPT
+        ("decoder", {"kind": "mha"}, {"kind": "alibi", "form": "key"}),
+        ("decoder", {"kind": "mha", "fused_bias": True}, {"kind": "alibi", "form": "key"}),  # BLOOM
     ],
 )
-def test_eager_attention_is_the_same_attention_in_fp32(family, attention):
-    """`eager` (transformers' op order, for bf16 bits) computes what SDPA computes: in float32
-    the logits agree to rounding, for dense, windowed and LongT5-blocked layers."""
+def test_eager_attention_rounds_in_16_bit_floats_and_keeps_sdpa_in_wider_ones(
+    family, attention, position
+):
+    """`eager` (transformers' hand-written order) is the same attention: in bf16 other bits
+    than SDPA's but as close to the float64 model, with left padding; float32 keeps SDPA (the
+    same logits). Dense, windowed and LongT5-blocked layers, ALiBi by distance or key position,
+    BLOOM's baddbmm."""
     spec = dict(family=family, vocab_size=V, d_model=32, n_layers=2, n_heads=4, d_ff=64)
-    spec.update(max_len=64, head="lm", dropout=0.0, attention=attention)
-    if family == "encoder":  # LongT5's bias over each block's window
-        spec.update(head="mlm", position={"kind": "t5_windowed", "n_buckets": 8})
+    spec.update(max_len=64, head="lm" if family == "decoder" else "mlm", dropout=0.0)
+    spec.update(attention=attention, **({"position": position} if position else {}))
     torch.manual_seed(0)
     sdpa = archzoo.build_model(spec).eval()
-    for p in sdpa.parameters():  # sinks and biases away from their zero init
-        p.data.add_(torch.randn_like(p) * 0.1)
+    perturb(sdpa, seed=1, scale=0.1)  # sinks and biases away from their zero init
     eager = archzoo.build_model(spec, overrides={"attention.eager": True}).eval()
     eager.load_state_dict(sdpa.state_dict())
     ids = torch.randint(0, V, (2, 14), generator=torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        a, b = sdpa(ids).logits, eager(ids).logits
-    assert (a - b).abs().max().item() < 1e-5 and a.abs().max().item() > 1e-2
-
-
-@pytest.mark.parametrize("fused_bias", [False, True])
-@pytest.mark.parametrize("form", ["distance", "key"])
-def test_eager_attention_with_alibi_rounds_like_one_bf16_computation(fused_bias, form):
-    """`eager` (and BLOOM's `fused_bias` baddbmm) write attention out op by op: in float32 the
-    logits of SDPA to rounding; in bf16 other bits than SDPA's, as close to the float64
-    attention, with ALiBi by distance or key position and left padding."""
-    spec = dict(
-        family="decoder", vocab_size=V, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_len=64
-    )
-    spec.update(head="lm", dropout=0.0, position={"kind": "alibi", "form": form})
-    torch.manual_seed(0)
-    sdpa = archzoo.build_model(spec).eval()
-    perturb(sdpa, seed=1, scale=0.1)
-    options = {"attention.eager": True, "attention.fused_bias": fused_bias}
-    eager = archzoo.build_model(spec, overrides=options).eval()
-    eager.load_state_dict(sdpa.state_dict())
-    ids = torch.randint(0, V, (2, 20), generator=torch.Generator().manual_seed(0))
     mask = torch.ones_like(ids).index_fill_(1, torch.arange(3), 0)  # left padding
     keep = mask.bool()[:, :, None]  # (B, T, 1): rows of real queries
     with torch.no_grad():
         fp32 = [m(ids, attention_mask=mask).logits for m in (sdpa, eager)]
         exact = sdpa.double()(ids, attention_mask=mask).logits
         bf16 = [m.bfloat16()(ids, attention_mask=mask).logits.double() for m in (sdpa, eager)]
-    assert (fp32[0] - fp32[1]).abs().max().item() < 1e-5
+    assert torch.equal(*fp32)
     errors = [(b - exact).abs().masked_select(keep) for b in bf16]
     assert not torch.equal(*bf16) and errors[1].max() < 0.05
     assert errors[1].mean() < 1.5 * errors[0].mean()

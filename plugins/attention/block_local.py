@@ -18,6 +18,7 @@ from torch import Tensor
 from archzoo.component import param
 from archzoo.interfaces import AttentionContext
 
+from .eager import takes_eager
 from .local import LocalPattern
 from .sparse import SparseAttention, SparsePattern
 
@@ -151,7 +152,7 @@ class BlockLocalAttention(
             kw.reshape(B * nb, Hkv, W, hd),
             vw.reshape(B * nb, Hkv, W, hd),
         )
-        if self.cfg.eager:
+        if takes_eager(self.cfg.eager, qb):
             out = self._eager(qb, kw, vw, mask)  # (B*nb, H, bl, hd)
         else:
             out = F.scaled_dot_product_attention(

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from archzoo.component import param
 from archzoo.interfaces import Attention, AttentionContext
 
+from .eager import takes_eager
 from .mha import MultiHeadAttention
 
 TERMS = ("c2p", "p2c")
@@ -50,7 +51,7 @@ class DisentangledAttention(Attention, name="disentangled"):
             False,
             "transformers' DeBERTa-v2 ops in q's dtype, not SDPA: k and each gathered term "
             "divided by sqrt(head_dim * factor) rounded to that dtype, a float32 softmax, "
-            "probs @ v (its bits in bf16)",
+            "probs @ v (its bits in bf16; 16-bit floats only, wider ones keep SDPA)",
         )
 
     def __init__(self, cfg: Any, dims: Any, **_: Any) -> None:
@@ -144,7 +145,8 @@ class DisentangledAttention(Attention, name="disentangled"):
                 f"'deberta_relative' (its relative table), got "
                 f"{pos.name if pos is not None else None!r}"
             )
-        if self.cfg.eager:
+        eager = takes_eager(self.cfg.eager, q)
+        if eager:
             out = self._eager(q, k, v, ctx)
         else:
             bias = None
@@ -163,7 +165,7 @@ class DisentangledAttention(Attention, name="disentangled"):
             )  # (B, H, T, hd)
         out = ctx.mask.zero_empty_rows(out)
         query_real = self._real_queries(ctx, T)
-        if query_real is not None and not self.cfg.eager:
+        if query_real is not None and not eager:
             out = torch.where(query_real, out, v.mean(-2, keepdim=True))  # uniform over keys
         return self.out(out.transpose(1, 2).reshape(B, T, self.inner))  # (B, T, d_model)
 

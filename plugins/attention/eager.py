@@ -15,6 +15,13 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
+def takes_eager(eager: bool, q: Tensor) -> bool:
+    """Whether an `eager` layer writes its attention out here: in 16-bit floats, where the op
+    order is part of the numbers. Wider floats keep SDPA: a rounding more or less is invisible
+    there, and SDPA runs several times faster without the (Tq, Tk) scores."""
+    return eager and q.element_size() < 4
+
+
 def eager_attention(
     q: Tensor,
     k: Tensor,

@@ -14,7 +14,7 @@ from archzoo.component import param
 from archzoo.interfaces import Attention, AttentionContext, NormFactory
 from archzoo.linear import make_linear
 
-from .eager import eager_attention
+from .eager import eager_attention, takes_eager
 from .flex import flex_available, mask_flex
 from .sinks import flex_lse_available, flex_with_sinks, sink_attention
 from .softcap import capped_probs, softcap_score_mod
@@ -68,7 +68,8 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
             False,
             "attend op by op in the activations' dtype as transformers' eager attention: "
             "q @ k^T * scale, + bias, masked, softmax (sinks: max subtracted first), @ v "
-            "(GPT-1, MPT, XLM, BigBird, LongT5, GPT-OSS: their bf16 bits); false: SDPA",
+            "(GPT-1, MPT, XLM, BigBird, LongT5, GPT-OSS: their bf16 bits; 16-bit floats only, "
+            "wider ones keep SDPA); false: SDPA",
         )
         fused_bias: bool = param(
             False, "eager: bias + scale * q @ k^T in one baddbmm, rounded once (BLOOM)"
@@ -225,7 +226,7 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
                 out = flex_with_sinks(
                     q, k, v, ctx.mask, self.sinks, scale=scale, score_mod=softcap_score_mod(cap)
                 )
-        elif self.cfg.eager and not values:
+        elif takes_eager(self.cfg.eager, q) and not values:
             out, probs = eager_attention(
                 q,
                 k,

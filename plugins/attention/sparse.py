@@ -30,7 +30,7 @@ from archzoo.interfaces import AttentionContext
 from archzoo.masks import AttentionMask, Pattern
 
 from .band import band_applies, band_attention
-from .eager import eager_attention
+from .eager import eager_attention, takes_eager
 from .flex import flex_available, mask_flex
 from .mha import MultiHeadAttention
 from .sinks import flex_lse_available, flex_with_sinks, sink_sdpa
@@ -457,7 +457,7 @@ class SparseAttention(MultiHeadAttention, cross=False, accepts_bias=False):
         B, _, Tq, _ = q.shape
         mask = ctx.mask.with_pattern(self.make_pattern(k.shape[2], q.device, ctx))
         global_qkv = None if x is None else self.global_qkv(x, mask.pattern)
-        if self.cfg.eager:  # the dense masked computation in transformers' op order
+        if takes_eager(self.cfg.eager, q):  # the dense masked computation, transformers' order
             scale = self.scale if self.scale is not None else self.head_dim**-0.5
             out, probs = eager_attention(
                 q,
