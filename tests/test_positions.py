@@ -246,3 +246,13 @@ def test_alibi_attention_equals_dense_reference(causal, n_heads):
         x, got = inputs[0]
         expected = alibi_reference(x, attention, alibi_slopes(n_heads), causal)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("form", ["key", "key_bf16"])
+def test_alibi_by_key_position_is_refused_where_attention_runs_both_ways(form):
+    """slope * key position gives the softmax of slope * distance only under a causal mask."""
+    spec = {**TINY, "family": "encoder", "head": "mlm", "position": {"kind": "alibi", "form": form}}
+    with pytest.raises(ValueError, match=f"form '{form}' adds slope \\* key position"):
+        archzoo.build_model(spec, device="meta")
+    decoder = {**spec, "family": "decoder", "head": "lm"}
+    assert archzoo.build_model(decoder, device="meta").decoder.position.cfg.form == form

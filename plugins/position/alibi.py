@@ -52,6 +52,15 @@ class AlibiPosition(Position, name="alibi", bias=True):
             "dtype; key_bf16, Falcon's bfloat16(bfloat16(slope_h) * j) in any dtype",
         )
 
+    def __init__(self, cfg: Any, dims: Any, *, causal: bool = False) -> None:
+        super().__init__(cfg, dims, causal=causal)
+        if cfg.form != "distance" and not causal:
+            raise ValueError(
+                f"position alibi form {cfg.form!r} adds slope * key position, the same softmax "
+                "as by distance only under a causal mask; this stack attends both ways: use "
+                "form 'distance'"
+            )
+
     def prepare(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         if self.cfg.form == "key":  # float32 slopes times key positions: (B, H, 1, Tk)
             slopes = alibi_slopes_fp32(self.dims.n_heads).to(q_pos.device)
