@@ -448,11 +448,13 @@ def test_eager_attention_rounds_in_16_bit_floats_and_keeps_sdpa_in_wider_ones(
     BLOOM's baddbmm."""
     spec = dict(family=family, vocab_size=V, d_model=32, n_layers=2, n_heads=4, d_ff=64)
     spec.update(max_len=64, head="lm" if family == "decoder" else "mlm", dropout=0.0)
+    attention = dict(attention)  # the parameter's own dict stays as it is
+    fused = {"attention.fused_bias": attention.pop("fused_bias", False)}  # eager's option
     spec.update(attention=attention, **({"position": position} if position else {}))
     torch.manual_seed(0)
     sdpa = archzoo.build_model(spec).eval()
     perturb(sdpa, seed=1, scale=0.1)  # sinks and biases away from their zero init
-    eager = archzoo.build_model(spec, overrides={"attention.eager": True}).eval()
+    eager = archzoo.build_model(spec, overrides={"attention.eager": True, **fused}).eval()
     eager.load_state_dict(sdpa.state_dict())
     ids = torch.randint(0, V, (2, 14), generator=torch.Generator().manual_seed(0))
     mask = torch.ones_like(ids).index_fill_(1, torch.arange(3), 0)  # left padding
@@ -504,3 +506,8 @@ def test_bf16_greedy_generation_is_token_identical_to_transformers(tmp_path, cas
         )
         got = ours.generate(ids, **options)
     assert torch.equal(got, expected)
+
+
+def test_fused_bias_without_eager_is_a_located_spec_error():
+    with pytest.raises(archzoo.SpecError, match="fused_bias: is eager attention's baddbmm"):
+        archzoo.load_spec({"extends": "gpt2", "attention": {"kind": "mha", "fused_bias": True}})

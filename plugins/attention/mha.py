@@ -129,6 +129,8 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
             )
         if cfg.eager and cfg.softcap is not None:
             issues.append(("eager", "has no soft-capping (the capped path is explicit already)"))
+        if cfg.fused_bias and not cfg.eager:
+            issues.append(("fused_bias", "is eager attention's baddbmm: set eager: true too"))
         return issues
 
     @classmethod
