@@ -192,8 +192,7 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
                 )
             if self.cfg.qk_norm in ("head", "each_head"):  # each head's hd features: (B, H, T, hd)
                 q, k = self.q_norm(q), self.k_norm(k)
-            if self.query_scale is not None:  # (a method call per layer costs decoding)
-                q = q * self.query_scale
+            q = self._scale_query(q)
         else:  # cross-attention: memory keys/values are computed once per generation
             q = self._scale_query(self._heads(self.q(x), self.n_heads))
             cache = ctx.cache
