@@ -129,6 +129,8 @@ class RotaryPosition(Position, name="rotary", rotate=True, even_head_dim=True):
     def rotate(self, state: Any, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         cos, sin = state
         il, fp32, rounded = self.cfg.interleaved, self.cfg.rotate_fp32, self.cfg.round_cos_sin
+        if not (fp32 and q.element_size() < 4):  # rounded to q's dtype once, for q and k
+            cos, sin = cos.to(q.dtype), sin.to(q.dtype)
         return apply_rotary(q, cos, sin, il, fp32, rounded), apply_rotary(
             k, cos, sin, il, fp32, rounded
         )
