@@ -50,6 +50,44 @@ def test_greedy_equals_hf_and_no_cache_path(tmp_path, name):
     assert torch.equal(ours.generate(ids, attention_mask=mask, use_cache=False, **kwargs), got)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_greedy_ties_and_rows_ending_early_equal_hf(tmp_path, dtype):
+    """Every token above V/2 scores exactly as one below it (duplicated output rows), so
+    greedy must take the first maximal score as transformers' argmax over fp32 does; the eos
+    is a token one row picks a few steps in, so rows finish apart and then read pad."""
+    torch.manual_seed(0)
+    ref_model = tiny_hf("gpt2", eos_token_id=5, bos_token_id=5)
+    perturb(ref_model, scale=0.2)
+    with torch.no_grad():  # the LM head is tied to the token table
+        table = ref_model.transformer.wte.weight
+        table[V // 2 :] = table[: V - V // 2].clone()
+    ref_model.eval()
+    path = save_hf(ref_model, tmp_path / "gpt2")
+    ref_model = hf.GPT2LMHeadModel.from_pretrained(path, dtype=dtype).eval()
+    ours = archzoo.from_hf(path, dtype=dtype)
+    ids, mask = prompts(False)
+    free = ref_model.generate(
+        ids, attention_mask=mask, do_sample=False, max_new_tokens=12, min_new_tokens=12
+    )
+    assert torch.equal(
+        ours.generate(ids, attention_mask=mask, max_new_tokens=12, min_new_tokens=12), free
+    )
+    assert int(free[:, 7:].max()) < V // 2  # ties were there to break: none broke upwards
+    rows = free[:, 7:].tolist()
+    ends, eos = next(  # a token one row first picks some steps in and the other never
+        (r, t)
+        for r, row in enumerate(rows)
+        for i, t in enumerate(row)
+        if i and t not in row[:i] + rows[1 - r]
+    )
+    kwargs = {"max_new_tokens": 12, "eos_token_id": eos, "pad_token_id": 1}
+    expected = ref_model.generate(ids, attention_mask=mask, do_sample=False, **kwargs)
+    got = ours.generate(ids, attention_mask=mask, **kwargs)
+    assert torch.equal(got, expected), (got, expected)
+    assert got.shape[1] == 7 + 12  # the other row ran on, the ended one was padded
+    assert (got[ends, 7:] == 1).any() and not (got[1 - ends, 7:] == 1).any()
+
+
 @pytest.mark.parametrize("name", ["gpt2", "t5"])
 def test_beam_search_equals_hf(tmp_path, name):
     ref_model, ours = pair(tmp_path, name)
