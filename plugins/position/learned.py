@@ -47,4 +47,5 @@ class LearnedPosition(CountedPositions, Position, name="learned", embed=True):
                 f"position {int(positions.max())} is beyond max_len {self.dims.max_len} "
                 "of the learned position table"
             )
-        return self.table(positions + self.cfg.offset)
+        offset = self.cfg.offset
+        return self.table(positions + offset if offset else positions)  # no add kernel for 0
