@@ -280,9 +280,9 @@ def _infer_mask(ids: Tensor, pad: int | None, eos: list[int]) -> Tensor:
 def _sample(runner: _Runner, prompt: Tensor, s: Settings) -> Tensor:
     """Greedy or sampled decoding, one token per row per step.
 
-    Scores are fp32 as in transformers. Greedy picks the first maximal score of the model's
-    own logits: widening a 16-bit float to fp32 is exact and keeps the order, so it is the
-    token fp32 scores give, without a full-vocabulary copy per step. Finished rows are
+    Sampling scores are fp32, as transformers'. Greedy picks the first maximal score of the
+    model's own logits: widening a 16-bit float to fp32 is exact and keeps the order, so it
+    is the token fp32 scores give, without a full-vocabulary copy per step. Finished rows are
     tracked on the host from each step's tokens (one read per step, as `any()` was).
     """
     B, L = prompt.shape
