@@ -39,7 +39,9 @@ from archzoo.masks import AttentionMask
 Step = Callable[[object, Tensor, Tensor, int], Tensor]  # (state, tokens, positions, past)
 
 
-def greedy(ids: Tensor, n: int, new_state: Callable[[], object], step: Step):
+def greedy(
+    ids: Tensor, n: int, new_state: Callable[[], object], step: Step
+) -> Callable[[], Tensor]:
     """A greedy call of n new tokens around `step`, with generate's bookkeeping left out."""
     B, L = ids.shape
 
