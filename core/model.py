@@ -12,9 +12,11 @@ from torch.utils.checkpoint import checkpoint
 
 from .aux_loss import aux_loss_modules, pooled_aux_loss, reset_aux_losses
 from .cache import CrossCache, KVCache, LayerCache
+from .costs import kv_cache_values
 from .input_checks import LANGS, InputChecks, check_label_values
 from .interfaces import Attention, AttentionContext, Embedding, Head, Position
 from .masks import AttentionMask
+from .memory import check_fits
 from .outputs import StackRecord, requested_layers
 from .plan import stack_role
 from .spec import Spec
@@ -216,7 +218,17 @@ class Stack(nn.Module):
         refused = self.cache_refusal()
         if refused is not None:
             raise ValueError(refused)
+        for name, value in (("batch", batch), ("capacity", capacity)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"new_cache: {name} must be an integer >= 1, got {value!r}")
         ref = next(self.parameters())
+        per_token = kv_cache_values(self, capacity) or 0.0
+        check_fits(
+            int(per_token * capacity * batch * ref.element_size()),
+            ref.device,
+            f"a KV cache of {batch} rows by {capacity} tokens",
+            "ask for a smaller batch or capacity",
+        )
         layers = []
         for i in self.layer_map:
             (n_kv, head_dim), values, window = self.blocks[i].attention.cache_shapes()

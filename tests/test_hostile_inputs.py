@@ -250,3 +250,23 @@ def test_hostile_generate_argument_is_a_value_error_naming_it(kwargs, words, mod
     with pytest.raises(ValueError) as err:
         models["gpt2"].generate(ids(), **kwargs)
     assert words in str(err.value)
+
+
+# new_cache's sizes: refused by name, never a negative-dimension or allocator error
+# fmt: off
+NEW_CACHE_CASES = [
+    ((-1, 10), "new_cache: batch must be an integer >= 1, got -1"),
+    ((0, 10), "new_cache: batch must be an integer >= 1, got 0"),
+    ((2.5, 10), "new_cache: batch must be an integer >= 1, got 2.5"),
+    ((2, -5), "new_cache: capacity must be an integer >= 1, got -5"),
+    ((2, "8"), "new_cache: capacity must be an integer >= 1, got '8'"),
+    ((2, 10**15), "a KV cache of 2 rows by 1000000000000000 tokens needs about"),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize("args, words", NEW_CACHE_CASES)
+def test_hostile_new_cache_size_is_a_value_error_naming_it(args, words, models):
+    with pytest.raises(ValueError) as err:
+        models["gpt2"].new_cache(*args)
+    assert words in str(err.value)
