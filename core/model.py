@@ -340,6 +340,10 @@ class ZooModel(nn.Module):
             label_rows=None if choices is None else choices[0],
             langs=langs,
         )
+        if cache is not None:
+            self._check_cache(
+                cache, decoder_input_ids if self.family == "encoder-decoder" else input_ids
+            )
         encoder_extra = {**extra, "langs": langs}
         if self.family == "encoder":
             hidden = self.encoder(
@@ -496,6 +500,38 @@ class ZooModel(nn.Module):
         if rows != B:
             raise ValueError(f"decoder_input_ids has batch size {B} but {source} has {rows}")
         checks.run()
+
+    def _check_cache(self, cache: Any, ids: Tensor) -> None:
+        """`cache` is this model's (new_cache) for the rows of `ids`, in the weights' dtype."""
+        if self.decoder is None:
+            raise ValueError(f"a {self.family} model does not decode; cache must be None")
+        if not isinstance(cache, KVCache):
+            raise TypeError(
+                "cache must be a KVCache from model.new_cache(batch, capacity), "
+                f"got {type(cache).__name__}"
+            )
+        of = "decoder_input_ids" if self.family == "encoder-decoder" else "input_ids"
+        rows = cache.positions.shape[0]
+        if rows != ids.shape[0]:
+            raise ValueError(
+                f"cache was made for batch size {rows} but {of} has batch size {ids.shape[0]}; "
+                f"make one with model.new_cache({ids.shape[0]}, capacity)"
+            )
+        ref = next(self.decoder.parameters())  # as new_cache picks its dtype and device
+        layers = len(self.decoder.layer_map)
+        keys = cache.layers[0].k if cache.layers else None
+        cross = stack_role(self.family, "decoder").cross
+        if len(cache.layers) != layers or (cache.cross is not None) != cross:
+            raise ValueError(
+                f"cache was made by another model ({len(cache.layers)} layers); this one decodes "
+                f"with {layers}: make one with model.new_cache(batch, capacity)"
+            )
+        if keys is not None and (keys.dtype != ref.dtype or keys.device != ref.device):
+            raise ValueError(
+                f"cache holds {keys.dtype} on {keys.device} but the model's weights are "
+                f"{ref.dtype} on {ref.device} (moved or cast after new_cache?); make a new one "
+                "with model.new_cache(batch, capacity)"
+            )
 
     def new_cache(self, batch: int, capacity: int) -> KVCache:
         """An empty KV cache for the decoder stack (with cross-attention slots if any)."""

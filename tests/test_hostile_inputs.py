@@ -5,6 +5,8 @@ wrong result (an additive mask read as a keep mask, a segment id ignored, a batc
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -270,3 +272,43 @@ def test_hostile_new_cache_size_is_a_value_error_naming_it(args, words, models):
     with pytest.raises(ValueError) as err:
         models["gpt2"].new_cache(*args)
     assert words in str(err.value)
+
+
+# a cache given to forward that does not fit the call: refused before anything is written
+# fmt: off
+FORWARD_CACHE_CASES = [
+    ("batch-3", "gpt2", "gpt2", 2, lambda: {"input_ids": ids(3)}, ["cache was made for batch size 2 but input_ids has batch size 3", "new_cache(3, capacity)"]),
+    ("batch-1", "llama", "llama", 2, lambda: {"input_ids": ids(1)}, ["cache was made for batch size 2 but input_ids has batch size 1"]),
+    ("enc-dec-batch", "t5", "t5", 2, lambda: {"input_ids": ids(1), "decoder_input_ids": ids(1)}, ["but decoder_input_ids has batch size 1"]),
+    ("another-model", "gpt2", "t5", 2, lambda: {"input_ids": ids()}, ["cache was made by another model"]),
+    ("encoder", "bert", "gpt2", 2, lambda: {"input_ids": ids()}, ["a encoder model does not decode; cache must be None"]),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(
+    "model, owner, batch, make, words",
+    [c[1:] for c in FORWARD_CACHE_CASES],
+    ids=[c[0] for c in FORWARD_CACHE_CASES],
+)
+def test_hostile_cache_given_to_forward_is_a_value_error_naming_it(
+    model, owner, batch, make, words, models
+):
+    cache = models[owner].new_cache(batch, 16)
+    with pytest.raises(ValueError) as err:
+        models[model](**make(), cache=cache)
+    for word in words:
+        assert word in str(err.value)
+    assert cache.length == 0 and all(layer.length == 0 for layer in cache.layers)
+
+
+def test_cache_that_is_not_one_or_of_another_dtype_is_refused(models):
+    with pytest.raises(TypeError, match="cache must be a KVCache from model.new_cache"):
+        models["gpt2"](ids(), cache={})
+    cache = models["gpt2"].new_cache(2, 16)  # float32
+    bf16 = copy.deepcopy(models["gpt2"]).to(torch.bfloat16)
+    with pytest.raises(
+        ValueError,
+        match="cache holds torch.float32 on cpu but the model's weights are torch.bfloat16",
+    ):
+        bf16(ids(), cache=cache)
