@@ -174,7 +174,7 @@ def generate(
 
     Decoder-only models return prompt + new tokens; encoder-decoder models return decoder
     tokens starting with the decoder start token. eos/pad/start default to the spec's ids.
-    `on_token(tokens)` is called with each step's (B,) new tokens (not with beam search).
+    `on_token(tokens)` is called with each step's (B,) new tokens (refused with beam search).
     `use_cache=None` decodes with a KV cache when every attention layer supports one and
     re-runs the whole sequence each step otherwise; True insists on the cache.
     """

@@ -121,3 +121,8 @@ def check_arguments(vocab: int, **args: Any) -> None:
         )
     if args["on_token"] is not None and not callable(args["on_token"]):
         raise ValueError(f"on_token must be callable, got {type(args['on_token']).__name__}")
+    if args["on_token"] is not None and args["num_beams"] > 1:  # transformers' streamer rule
+        raise ValueError(
+            f"on_token cannot be used with beam search (num_beams={args['num_beams']}): beams are "
+            "reordered, so a step has no final tokens to report; set num_beams=1 or drop on_token"
+        )

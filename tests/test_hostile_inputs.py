@@ -242,6 +242,7 @@ ARGUMENT_CASES = [
     ({"decoder_start_token_id": 99}, "decoder_start_token_id must be a token id in [0, 64), got 99"),
     ({"do_sample": True, "generator": "seed"}, "generator must be a torch.Generator, got str"),
     ({"on_token": 5}, "on_token must be callable, got int"),
+    ({"on_token": print, "num_beams": 2}, "on_token cannot be used with beam search (num_beams=2)"),
 ]
 # fmt: on
 
