@@ -132,17 +132,19 @@ def _process(scores: Tensor, step: int, s: Settings, *, warp: bool) -> Tensor:
         scores[:, s.forced_eos] = 0.0
     if not (warp and s.do_sample):
         return scores
+    # beam sampling keeps a token besides every eos per beam, as transformers' warpers do
+    min_keep = max(2, len(s.eos) + 1) if s.num_beams > 1 else 1
     if s.temperature != 1.0:
         scores = scores / s.temperature
     if s.top_k is not None and s.top_k > 0:
-        k = min(s.top_k, scores.shape[-1])
+        k = min(max(s.top_k, min_keep), scores.shape[-1])
         kth = torch.topk(scores, k, dim=-1).values[..., -1:]
         scores = scores.masked_fill(scores < kth, -float("inf"))
     if s.top_p is not None and s.top_p < 1.0:
         sorted_scores, order = torch.sort(scores, descending=False)
         cumulative = sorted_scores.softmax(-1).cumsum(-1)
         drop_sorted = cumulative <= 1 - s.top_p
-        drop_sorted[..., -1] = False  # always keep the most likely token
+        drop_sorted[..., -min_keep:] = False  # always keep the most likely token(s)
         drop = drop_sorted.scatter(1, order, drop_sorted)
         scores = scores.masked_fill(drop, -float("inf"))
     return scores
@@ -348,7 +350,8 @@ def _beam_search(runner: _Runner, prompt: Tensor, s: Settings) -> Tensor:
         total = (log_probs.view(B, K, V) + running_scores[:, :, None]).view(B, K * V)
         if s.do_sample:
             idx = torch.multinomial(total.softmax(-1), keep, generator=s.generator)
-            cand_scores = total.gather(1, idx)
+            cand_scores, order = total.gather(1, idx).sort(dim=-1, descending=True)
+            idx = idx.gather(1, order)  # best first, as transformers orders the draws
         else:
             cand_scores, idx = torch.topk(total, keep)
         src, token = idx // V, idx % V  # (B, keep) source beam and new token

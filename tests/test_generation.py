@@ -144,6 +144,30 @@ def test_sampling_is_reproducible_and_top_k_1_is_greedy(tmp_path):
     assert torch.equal(top1, greedy)
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"top_k": 1},  # transformers keeps two tokens per beam (one besides the eos)
+        {"top_k": 2, "eos_token_id": [5, 9]},  # three: one besides each eos
+        {"top_k": 50, "top_p": 0.3},
+    ],
+)
+def test_beam_sampling_draws_what_transformers_draws(tmp_path, kwargs):
+    """Beam sampling from the same global seed: transformers' warpers keep at least
+    len(eos) + 1 tokens per beam, and the drawn candidates are ranked by score."""
+    ref_model, ours = pair(tmp_path, "gpt2")
+    ids, mask = prompts(False)
+    runs = []
+    for model in (ref_model, ours):
+        torch.manual_seed(7)
+        runs.append(
+            model.generate(
+                ids, attention_mask=mask, num_beams=4, do_sample=True, max_new_tokens=8, **kwargs
+            )
+        )
+    assert torch.equal(runs[1], runs[0]), runs
+
+
 def test_cache_holds_only_kv_heads_and_is_allocated_once(tmp_path):
     _, ours = pair(tmp_path, "llama")
     cache = ours.new_cache(batch=2, capacity=30)
