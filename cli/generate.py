@@ -60,7 +60,13 @@ def probability(value: float | None) -> float | None:
 @click.option(
     "--temperature", default=1.0, show_default=True, type=float, callback=lambda c, p, v: finite(v)
 )
-@click.option("--top-k", type=click.IntRange(min=0), help="Keep the k most likely tokens.")
+@click.option(
+    "--top-k",
+    default=50,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Keep the k most likely tokens (0: all), as transformers.",
+)
 @click.option(
     "--top-p",
     type=float,

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .model import ZooModel
 
 NEG = -1.0e9  # transformers' "impossible" score in beam search
+TOP_K = 50  # transformers' top_k when a call leaves it unset (None or 0 keep every token)
 
 
 @dataclass
@@ -159,7 +160,7 @@ def generate(
     min_new_tokens: int = 0,
     do_sample: bool = False,
     temperature: float = 1.0,
-    top_k: int | None = None,
+    top_k: int | None = TOP_K,
     top_p: float | None = None,
     num_beams: int = 1,
     length_penalty: float = 1.0,
@@ -176,6 +177,8 @@ def generate(
 
     Decoder-only models return prompt + new tokens; encoder-decoder models return decoder
     tokens starting with the decoder start token. eos/pad/start default to the spec's ids.
+    Sampling keeps the `top_k` most likely tokens (50 unless given, as transformers; None or
+    0: every token).
     `on_token(tokens)` is called with each step's (B,) new tokens (refused with beam search).
     `use_cache=None` decodes with a KV cache when every attention layer supports one and
     re-runs the whole sequence each step otherwise; True insists on the cache.

@@ -168,6 +168,28 @@ def test_beam_sampling_draws_what_transformers_draws(tmp_path, kwargs):
     assert torch.equal(runs[1], runs[0]), runs
 
 
+@pytest.mark.parametrize("kwargs", [{}, {"top_k": None}, {"top_k": 0}, {"num_beams": 3}])
+def test_sampling_with_top_k_unset_draws_what_transformers_draws(tmp_path, kwargs):
+    """transformers samples from the 50 most likely tokens when top_k is not given, from all
+    of them with top_k None or 0; a flat distribution (temperature 20) shows the tail."""
+    ref_model, ours = pair(tmp_path, "gpt2")
+    ids, mask = prompts(False)
+    runs = []
+    for model in (ref_model, ours):
+        torch.manual_seed(7)
+        runs.append(
+            model.generate(
+                ids,
+                attention_mask=mask,
+                do_sample=True,
+                temperature=20.0,
+                max_new_tokens=8,
+                **kwargs,
+            )
+        )
+    assert torch.equal(runs[1], runs[0]), runs
+
+
 def test_cache_holds_only_kv_heads_and_is_allocated_once(tmp_path):
     _, ours = pair(tmp_path, "llama")
     cache = ours.new_cache(batch=2, capacity=30)
