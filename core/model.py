@@ -127,13 +127,13 @@ class Stack(nn.Module):
         past = 0 if cache is None else cache.length
         if position_ids is None:
             position_ids = self.position.position_ids(input_ids, past)
+        languages = {} if langs is None else {"langs": langs}  # only embeddings that have them
+        x = self.embedding(  # before the cache advances: a refused position leaves it as it was
+            input_ids, token_type_ids, self.position.embed(position_ids), **languages
+        )
         k_pos, key_padding = position_ids, attention_mask
         if cache is not None:
             k_pos, key_padding = cache.advance(position_ids, attention_mask)
-        languages = {} if langs is None else {"langs": langs}  # only embeddings that have them
-        x = self.embedding(
-            input_ids, token_type_ids, self.position.embed(position_ids), **languages
-        )
         if attention_mask is not None and getattr(self.embedding.cfg, "zero_padded", False):
             x = x * attention_mask[:, -T:, None].to(x.dtype)  # (B, T, 1): padded rows are 0
         mask = AttentionMask.build(

@@ -313,3 +313,20 @@ def test_cache_that_is_not_one_or_of_another_dtype_is_refused(models):
         match="cache holds torch.float32 on cpu but the model's weights are torch.bfloat16",
     ):
         bf16(ids(), cache=cache)
+
+
+def test_a_refused_position_leaves_the_cache_as_it_was(models):
+    """Positions past a learned table's max_len (16) are refused before the cache advances:
+    the next token still decodes as the full sequence scores it."""
+    model = models["gpt2"]
+    cache = model.new_cache(2, 32)
+    chunks = [ids(2, 5) for _ in range(3)]
+    for chunk in chunks:
+        model(chunk, cache=cache)
+    with pytest.raises(ValueError, match="position 19 is beyond max_len 16"):
+        model(ids(2, 5), cache=cache)
+    assert cache.length == 15 and [layer.length for layer in cache.layers] == [15]
+    last = ids(2, 1)
+    full = torch.cat([*chunks, last], dim=1)
+    got = model(last, cache=cache).logits[:, -1]
+    assert torch.allclose(got, model(full).logits[:, -1], atol=1e-5)
