@@ -13,7 +13,7 @@ from torch.utils.checkpoint import checkpoint
 from .aux_loss import aux_loss_modules, pooled_aux_loss, reset_aux_losses
 from .cache import CrossCache, KVCache, LayerCache
 from .costs import kv_cache_values
-from .input_checks import LANGS, InputChecks, check_label_values
+from .input_checks import LANGS, InputChecks, check_label_values, describe
 from .interfaces import Attention, AttentionContext, Embedding, Head, Position
 from .masks import AttentionMask
 from .memory import check_fits
@@ -49,6 +49,30 @@ def flatten_inputs(
         k: v.flatten(0, 1) if v.dim() > 2 and tuple(v.shape[:2]) == choices else v
         for k, v in inputs.items()
     }
+
+
+def kept_positions(logits_to_keep: Any, length: int) -> slice | Tensor:
+    """transformers' `logits_to_keep`: an int n keeps the last n positions (0: all), a 1-D
+    integer tensor the positions it lists."""
+    if isinstance(logits_to_keep, int):
+        return slice(-logits_to_keep, None)
+    if (
+        not isinstance(logits_to_keep, Tensor)
+        or logits_to_keep.dim() != 1
+        or logits_to_keep.dtype not in (torch.int64, torch.int32)
+    ):
+        got = describe(logits_to_keep)
+        raise ValueError(
+            f"logits_to_keep must be an int or a 1-D integer tensor of positions, got {got}"
+        )
+    if logits_to_keep.numel() and not bool(
+        ((logits_to_keep >= -length) & (logits_to_keep < length)).all()
+    ):
+        raise ValueError(
+            f"logits_to_keep holds positions outside [-{length}, {length}): "
+            f"{logits_to_keep.tolist()}"
+        )
+    return logits_to_keep
 
 
 @dataclass
@@ -284,7 +308,7 @@ class ZooModel(nn.Module):
         *,
         cache: KVCache | None = None,
         encoder_outputs: Tensor | None = None,
-        logits_to_keep: int | None = None,
+        logits_to_keep: int | Tensor | None = None,
         output_hidden_states: bool = False,
         output_attentions: bool | Sequence[int] = False,
         attention_inputs: Mapping[str, Tensor] | None = None,
@@ -295,7 +319,8 @@ class ZooModel(nn.Module):
         """Run the model; `labels` (-100 ignored) add a loss.
 
         Decoding: `cache` (from `new_cache`) makes the decoder see only new tokens;
-        `encoder_outputs` skips the encoder; `logits_to_keep=n` scores the last n positions.
+        `encoder_outputs` skips the encoder; `logits_to_keep=n` scores the last n positions
+        (a 1-D tensor: the positions it lists, as transformers).
         `output_hidden_states` and `output_attentions` (True or layer indices) add the
         Hugging Face outputs; only the layers asked for compute their probabilities.
         `attention_inputs` are per-batch tensors attention components read by name
@@ -390,8 +415,9 @@ class ZooModel(nn.Module):
             )
             mask = decoder_attention_mask
         if logits_to_keep is not None:
-            hidden = hidden[:, -logits_to_keep:]
-            mask = None if mask is None else mask[:, -logits_to_keep:]
+            keep = kept_positions(logits_to_keep, hidden.shape[1])
+            hidden = hidden[:, keep]
+            mask = None if mask is None else mask[:, keep]
         head_hidden = hidden
         if choices is not None:  # the head sees each example's choices together
             head_hidden = hidden.view(*choices, *hidden.shape[1:])  # (B, C, T, D)

@@ -330,3 +330,22 @@ def test_a_refused_position_leaves_the_cache_as_it_was(models):
     full = torch.cat([*chunks, last], dim=1)
     got = model(last, cache=cache).logits[:, -1]
     assert torch.allclose(got, model(full).logits[:, -1], atol=1e-5)
+
+
+def test_logits_to_keep_as_a_tensor_keeps_the_positions_it_lists(models):
+    """transformers' meaning of a 1-D tensor (positions), never `-tensor:` (tensor([0]) kept
+    every position); a 0-d tensor, a float or a position past the sequence is refused."""
+    model, x = models["llama"], ids()
+    full = model(x).logits  # (2, 5, 64)
+    got = model(x, logits_to_keep=torch.tensor([0, 3])).logits
+    assert torch.allclose(got, full[:, [0, 3]], atol=1e-6)  # the head's matmul is smaller
+    assert torch.allclose(model(x, logits_to_keep=torch.tensor([0])).logits, full[:, :1], atol=1e-6)
+    assert torch.allclose(model(x, logits_to_keep=2).logits, full[:, -2:], atol=1e-6)
+    for bad, words in [
+        (torch.tensor(2), "1-D integer tensor of positions, got torch.int64 of shape ()"),
+        (1.5, "must be an int or a 1-D integer tensor of positions, got float"),
+        (torch.tensor([5]), "logits_to_keep holds positions outside [-5, 5): [5]"),
+    ]:
+        with pytest.raises(ValueError) as err:
+            model(x, logits_to_keep=bad)
+        assert words in str(err.value)
