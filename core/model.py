@@ -558,6 +558,11 @@ class ZooModel(nn.Module):
                 f"{ref.dtype} on {ref.device} (moved or cast after new_cache?); make a new one "
                 "with model.new_cache(batch, capacity)"
             )
+        if keys is not None and keys.is_inference() and not torch.is_inference_mode_enabled():
+            raise ValueError(
+                "cache was made under torch.inference_mode(), so it cannot be written outside "
+                "it; run this forward under inference_mode too, or make the cache outside it"
+            )
 
     def new_cache(self, batch: int, capacity: int) -> KVCache:
         """An empty KV cache for the decoder stack (with cross-attention slots if any)."""

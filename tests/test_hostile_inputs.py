@@ -349,3 +349,17 @@ def test_logits_to_keep_as_a_tensor_keeps_the_positions_it_lists(models):
         with pytest.raises(ValueError) as err:
             model(x, logits_to_keep=bad)
         assert words in str(err.value)
+
+
+def test_cache_made_under_inference_mode_is_refused_outside_it(models):
+    """Its buffers are inference tensors: writing them outside inference_mode was a
+    RuntimeError from the first in-place copy; inside inference_mode it decodes."""
+    model = models["llama"]
+    with torch.inference_mode():
+        cache = model.new_cache(2, 16)
+    with pytest.raises(ValueError, match=r"cache was made under torch.inference_mode\(\)"):
+        model(ids(), cache=cache)
+    assert cache.length == 0
+    with torch.inference_mode():
+        got = model(ids(), cache=cache).logits
+    assert torch.allclose(got, model(ids()).logits, atol=1e-5)
