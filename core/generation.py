@@ -237,8 +237,10 @@ def generate(
         seq2seq=role.cross,
     )
     s.eos_ids = torch.tensor(eos, device=input_ids.device) if eos else None
-    if attention_mask is None:
-        attention_mask = _infer_mask(input_ids, pad, eos)
+    if attention_mask is None:  # transformers infers it for decoder-only models only
+        attention_mask = (
+            torch.ones_like(input_ids) if role.cross else _infer_mask(input_ids, pad, eos)
+        )
     with torch.inference_mode(), trusted_inputs():  # checked above; steps feed their own
         if role.cross:
             start = decoder_start_token_id

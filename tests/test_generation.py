@@ -190,6 +190,18 @@ def test_sampling_with_top_k_unset_draws_what_transformers_draws(tmp_path, kwarg
     assert torch.equal(runs[1], runs[0]), runs
 
 
+@pytest.mark.parametrize("name", sorted(SEQ2SEQ))
+def test_seq2seq_prompt_with_pad_ids_and_no_mask_equals_hf(tmp_path, name):
+    """transformers infers a mask from pad ids for decoder-only models only: an
+    encoder-decoder's encoder sees the pad ids of a prompt given without attention_mask."""
+    ref_model, ours = pair(tmp_path, name)
+    ids, _ = prompts(True)
+    ids[1, 5:] = ref_model.config.pad_token_id
+    for kwargs in ({"max_new_tokens": 8}, {"max_new_tokens": 8, "num_beams": 3}):
+        expected = ref_model.generate(ids, do_sample=False, **kwargs)
+        assert torch.equal(ours.generate(ids, **kwargs), expected), kwargs
+
+
 def test_cache_holds_only_kv_heads_and_is_allocated_once(tmp_path):
     _, ours = pair(tmp_path, "llama")
     cache = ours.new_cache(batch=2, capacity=30)
