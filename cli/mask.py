@@ -115,6 +115,10 @@ def mask(
     """Show which keys each query of a layer may attend to (NAME: zoo name or spec file)."""
     import torch
 
+    if out is not None:  # before the mask: never overwrite the spec file or follow a link
+        from archzoo.safe_write import check_out_path
+
+        check_out_path(out, inputs=[Path(name)])
     keep, title = layer_keep(name, sets, length, layer, stack)
     seen = keep.sum(-1).float()
     click.echo(f"{title}; keys per query: mean {seen.mean():.1f}, max {int(seen.max())}")

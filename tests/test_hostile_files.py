@@ -241,3 +241,19 @@ def test_unsupported_dtype_is_named_before_writing(tmp_path):
             tmp_path / "x.safetensors", {"w": torch.zeros(2, dtype=torch.cdouble)}, {}
         )
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("case", ["symlink", "dangling-symlink", "fifo", "missing-dir"])
+def test_zoo_mask_out_refuses_before_drawing(case, tmp_path):
+    target, words = special_targets(tmp_path)[case]
+    before = snapshot(tmp_path)
+    out = zoo_fails(["mask", "gpt2", *TINY_SETS, "--out", target], words)
+    assert "keys per query" not in out  # refused before the mask was computed
+    assert snapshot(tmp_path) == before
+
+
+def test_zoo_mask_out_cannot_overwrite_its_own_spec(tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text("extends: gpt2\nn_layers: 1\nd_model: 16\nn_heads: 2\nvocab_size: 64\n")
+    zoo_fails(["mask", spec, "--out", spec], "input of this command")
+    assert spec.read_text().startswith("extends: gpt2")
