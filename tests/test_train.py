@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from click.testing import CliRunner
+from hostile_util import TINY_SETS, zoo_fails
 
 from archzoo.cli.main import main
 from archzoo.training import TrainConfig, lr_factor, read_metrics, train
@@ -330,6 +331,28 @@ def test_bad_input_is_a_clear_error_before_training(tmp_path, problem):
     assert r.exit_code == 2, r.output
     assert r.output.startswith("Error: ") and expect in r.output
     assert not (out / "metrics.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    "option, value, words",
+    [
+        ("--lr", "inf", "--lr must be a finite number >= 0, got inf"),  # trained to NaN
+        ("--lr", "nan", "--lr must be a finite number >= 0, got nan"),
+        ("--weight-decay", "nan", "--weight-decay must be a finite number >= 0, got nan"),
+        ("--weight-decay", "-1", "--weight-decay must be a finite number >= 0, got -1"),
+        ("--min-lr-ratio", "-5", "--min-lr-ratio must be in [0, 1], got -5"),  # lr < 0
+        ("--min-lr-ratio", "nan", "--min-lr-ratio must be in [0, 1], got nan"),
+        ("--beta2", "1.5", "--beta2 must be in [0, 1), got 1.5"),
+        ("--clip", "-1", "--clip must be a finite number >= 0, got -1"),  # was: no clipping
+        ("--clip", "nan", "--clip must be a finite number >= 0, got nan"),
+    ],
+)
+def test_out_of_range_numbers_are_refused_before_training(tmp_path, option, value, words):
+    data = write_corpus(tmp_path / "c.txt", lines=20)
+    out = tmp_path / "run"
+    args = ["train", "gpt2", "--data", data, "--out", out, "--steps", "1", "--seq-len", "16"]
+    zoo_fails([*args, "--no-progress", *TINY_SETS, "--set", "vocab_size=260", option, value], words)
+    assert not out.exists()
 
 
 def test_resuming_a_run_of_another_spec_is_refused(tmp_path):

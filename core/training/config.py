@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +64,23 @@ def check_config(cfg: TrainConfig, world: int) -> None:
         raise ValueError(f"--schedule {cfg.schedule!r}: expected one of {', '.join(SCHEDULES)}")
     if cfg.dtype not in DTYPES:
         raise ValueError(f"--dtype {cfg.dtype!r}: expected one of {', '.join(DTYPES)}")
+    finite = {  # option -> (lowest, highest, whether highest is allowed); NaN fails every test
+        "lr": (0.0, math.inf, False),
+        "min_lr_ratio": (0.0, 1.0, True),
+        "weight_decay": (0.0, math.inf, False),
+        "beta1": (0.0, 1.0, False),
+        "beta2": (0.0, 1.0, False),
+        "clip": (0.0, math.inf, False),
+    }
+    for name, (low, high, closed) in finite.items():
+        value = getattr(cfg, name)
+        if not (low <= value <= high if closed else low <= value < high):
+            span = (
+                f"a finite number >= {low:g}"
+                if high == math.inf
+                else f"in [{low:g}, {high:g}{']' if closed else ')'}"
+            )
+            raise ValueError(f"--{name.replace('_', '-')} must be {span}, got {value}")
     if not 0.0 <= cfg.label_smoothing < 1.0:
         raise ValueError(f"--label-smoothing must be in [0, 1), got {cfg.label_smoothing}")
     if not 0.0 < cfg.eval_fraction < 1.0:
