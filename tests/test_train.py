@@ -355,6 +355,25 @@ def test_out_of_range_numbers_are_refused_before_training(tmp_path, option, valu
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    "device, words",
+    [
+        ("nope", "--device 'nope': expected cpu, cuda, cuda:N"),  # was a RuntimeError traceback
+        ("meta", "--device meta holds no data"),
+        ("mps", "--device mps: no mps device is usable here"),
+        ("cuda:99", "--device cuda:99"),  # no CUDA here, or fewer than 100 GPUs
+    ],
+)
+def test_unusable_device_is_refused_before_training(tmp_path, device, words):
+    data = write_corpus(tmp_path / "c.txt", lines=20)
+    out = tmp_path / "run"
+    args = ["train", "gpt2", "--data", data, "--out", out, "--steps", "1", "--seq-len", "16"]
+    zoo_fails(
+        [*args, "--no-progress", *TINY_SETS, "--set", "vocab_size=260", "--device", device], words
+    )
+    assert not out.exists()
+
+
 def test_resuming_a_run_of_another_spec_is_refused(tmp_path):
     data = write_corpus(tmp_path / "c.txt", lines=50)
     base = ["train", "gpt2", "--out", str(tmp_path / "run"), "--data", str(data), "--steps", "2"]

@@ -85,10 +85,37 @@ def check_config(cfg: TrainConfig, world: int) -> None:
         raise ValueError(f"--label-smoothing must be in [0, 1), got {cfg.label_smoothing}")
     if not 0.0 < cfg.eval_fraction < 1.0:
         raise ValueError(f"--eval-fraction must be in (0, 1), got {cfg.eval_fraction}")
+    if cfg.device is not None:
+        check_device(cfg.device)
     if cfg.batch % (cfg.accum * world):
         raise ValueError(
             f"--batch {cfg.batch} must be a multiple of --accum {cfg.accum} x {world} processes"
         )
+
+
+def check_device(name: str) -> None:
+    """--device names a device type torch knows, that holds real memory and is present here."""
+    import torch
+
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ValueError(
+            f"--device {name!r}: expected cpu, cuda, cuda:N or another torch device"
+        ) from None
+    if device.type == "meta":
+        raise ValueError("--device meta holds no data to train on; expected cpu, cuda, cuda:N")
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(f"--device {name}: no CUDA device is available here")
+        if device.index is not None and device.index >= count:
+            raise ValueError(f"--device {name}: this machine has CUDA devices 0..{count - 1}")
+    elif device.type != "cpu":
+        try:  # mps, xpu, ...: an empty tensor is the one probe every backend answers
+            torch.empty(0, device=device)
+        except Exception:  # noqa: BLE001 - each missing backend fails with its own type
+            raise ValueError(f"--device {name}: no {device.type} device is usable here") from None
 
 
 def check_spec(spec: Spec, cfg: TrainConfig, tok: Tokenizer) -> None:
