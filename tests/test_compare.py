@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
+from hostile_util import zoo_fails
 
 import archzoo
 from archzoo.cli.main import main
@@ -115,3 +116,16 @@ def test_missing_matplotlib_is_a_clear_error_before_training(tmp_path, monkeypat
     assert r.exit_code == 2
     assert r.output.startswith("Error: ") and "pip install 'archzoo[plot]'" in r.output
     assert not (tmp_path / "cmp").exists()
+
+
+@pytest.mark.parametrize("name", ["../../escaped", "{tmp}/absolute", "..", "''"])
+def test_a_spec_name_that_leaves_the_out_directory_is_refused_before_training(tmp_path, name):
+    """Runs went to --out/runs/NAME/seedN: such names put them outside --out."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"name: {name.format(tmp=tmp_path)}\nextends: gpt2\n")
+    (tmp_path / "deep" / "er").mkdir(parents=True)
+    args = ["compare", spec, "--data", corpus(tmp_path), "--out", tmp_path / "deep" / "er" / "c"]
+    args += ["--steps", "1", "--seq-len", "16", "--no-progress", "--no-plot"]
+    zoo_fails([*args, *(a for s in SETS for a in ("--set", s))], "cannot name a run directory")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt", "deep", "s.yaml"]
+    assert not (tmp_path / "deep" / "er" / "c").exists()

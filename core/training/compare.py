@@ -7,7 +7,7 @@ import json
 import shutil
 import statistics
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..builder import build_model
@@ -91,7 +91,7 @@ def compare(
             specs[i], applied[i] = match_spec(
                 sources[i], overrides, target, match, match_by, cfg.seq_len
             )
-    labels = _labels(specs)
+    labels = _labels(specs, sources)
     out = Path(cfg.out)
     _warm_up(specs[0], cfg, out)
     results = []
@@ -131,9 +131,17 @@ def _warm_up(spec: Spec, cfg: TrainConfig, out: Path) -> None:
     shutil.rmtree(scratch)
 
 
-def _labels(specs: list[Spec]) -> list[str]:
-    """Spec names, numbered when two are the same."""
+def _labels(specs: list[Spec], sources: list[Any]) -> list[str]:
+    """Spec names, numbered when two are the same; each names a directory under DIR/runs, so
+    a name that would place the runs elsewhere ('..', absolute, empty) is refused."""
     names = [s.name for s in specs]
+    for name, source in zip(names, sources, strict=True):
+        parts = PurePosixPath(name).parts
+        if not name.strip() or not parts or parts[0] == "/" or ".." in parts:
+            raise ValueError(
+                f"spec {source}: its name {name!r} cannot name a run directory under "
+                "--out/runs (expected a relative name without '..'); set another `name:`"
+            )
     return [f"{n}-{i}" if names.count(n) > 1 else n for i, n in enumerate(names)]
 
 
