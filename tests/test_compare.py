@@ -129,3 +129,26 @@ def test_a_spec_name_that_leaves_the_out_directory_is_refused_before_training(tm
     zoo_fails([*args, *(a for s in SETS for a in ("--set", s))], "cannot name a run directory")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt", "deep", "s.yaml"]
     assert not (tmp_path / "deep" / "er" / "c").exists()
+
+
+def test_a_warm_up_directory_of_the_user_in_out_is_kept(tmp_path):
+    """The throwaway warm-up run used --out/warm-up and deleted it afterwards, whoever made it."""
+    mine = tmp_path / "cmp" / "warm-up"
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("precious")
+    r = run(tmp_path, ["gpt2"], "--no-plot", "--steps", "1")
+    assert r.exit_code == 0, r.output
+    assert (mine / "notes.txt").read_text() == "precious"
+    assert sorted(p.name for p in (tmp_path / "cmp").iterdir()) == [
+        "data",
+        "results.json",
+        "runs",
+        "warm-up",
+    ]
+
+
+def test_refused_data_leaves_no_out_directory(tmp_path):
+    (tmp_path / "empty.txt").write_text("")
+    args = ["compare", "gpt2", "--data", tmp_path / "empty.txt", "--out", tmp_path / "cmp"]
+    zoo_fails([*args, "--no-plot", *(a for s in SETS for a in ("--set", s))], "file is empty")
+    assert not (tmp_path / "cmp").exists()

@@ -6,6 +6,7 @@ import gc
 import json
 import shutil
 import statistics
+import tempfile
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -122,13 +123,21 @@ def compare(
 def _warm_up(spec: Spec, cfg: TrainConfig, out: Path) -> None:
     """One throwaway step first, so one-time setup (thread pools, lazy imports, allocator
     arenas) is not charged to the first spec's speed and memory; also tokenises the data."""
-    scratch = out / "warm-up"
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".warm-up-", dir=out))  # never a directory of yours
     cache = cfg.data_cache or str(out / "data")
-    train(
-        spec,
-        replace(cfg, steps=1, out=str(scratch), data_cache=cache, progress=False, eval_examples=1),
-    )
-    shutil.rmtree(scratch)
+    try:
+        train(
+            spec,
+            replace(
+                cfg, steps=1, out=str(scratch), data_cache=cache, progress=False, eval_examples=1
+            ),
+        )
+    finally:
+        shutil.rmtree(scratch)
+        if created and not any(out.iterdir()):  # refused input leaves no empty --out behind
+            out.rmdir()
 
 
 def _labels(specs: list[Spec], sources: list[Any]) -> list[str]:
