@@ -83,6 +83,10 @@ def export_cmd(
 
     check_target(Path(out), overwrite=force)  # before loading anything
     parse_size(max_shard_size)
+    if tolerance is not None and not tolerance >= 0:  # NaN too: no difference is "<= nan"
+        raise click.BadParameter(
+            f"expected a number >= 0, got {tolerance}", param_hint="--tolerance"
+        )
     if not Path(source).exists() and not sets and source.endswith(".safetensors"):
         raise UserError(f"{source}: no such file")
     model = load_source(source, sets, seed)

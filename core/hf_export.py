@@ -86,6 +86,8 @@ def to_hf(
     if any(t.device.type == "meta" for t in model.state_dict().values()):
         raise ExportError(f"cannot export {model.spec.name!r}: it has no weights (meta device)")
     shard_size = parse_size(max_shard_size)
+    if tolerance is not None and not tolerance >= 0:  # NaN too: no difference is "<= nan"
+        raise ExportError(f"tolerance must be a number >= 0, got {tolerance}")
     source = getattr(model, "hf_source", None) or {}
     prefer = [source["model_type"]] if source.get("model_type") else []
     choice, config, cls = _choose(model, reg, model_type, prefer)

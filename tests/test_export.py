@@ -11,6 +11,7 @@ import torch
 import transformers as hf
 from click.testing import CliRunner
 from hf_util import perturb, save_hf
+from hostile_util import TINY_SETS, zoo_fails
 
 import archzoo
 from archzoo.cli.main import main
@@ -279,6 +280,19 @@ def test_existing_directory_is_refused_and_kept(tmp_path):
     with pytest.raises(archzoo.WeightsError, match="not empty"):
         archzoo.to_hf(model, tmp_path / "out")
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["notes.txt"]
+
+
+@pytest.mark.parametrize("tolerance", ["nan", "-1"])
+def test_a_negative_or_nan_tolerance_is_refused_before_exporting(tmp_path, tolerance):
+    """It was read as a failed probe: 'logits differ by 0 > tolerance nan', after the work."""
+    args = ["export", "gpt2", *TINY_SETS, "--hf", tmp_path / "out", "--tolerance", tolerance]
+    out = zoo_fails(args, "--tolerance", f"expected a number >= 0, got {float(tolerance)}")
+    assert "disagrees" not in out
+    assert not (tmp_path / "out").exists()
+    model = archzoo.build_model("gpt2", {k: v for k, v in TINY_SPEC.items() if "." not in k})
+    with pytest.raises(ExportError, match="tolerance must be a number >= 0, got nan"):
+        archzoo.to_hf(model, tmp_path / "lib", tolerance=float("nan"))
+    assert not (tmp_path / "lib").exists()
 
 
 def test_zoo_export_of_a_zoo_name_and_of_a_refused_spec(tmp_path):
