@@ -40,6 +40,21 @@ SET_OPTION = click.option(
 )
 
 
+class SeedType(click.ParamType):
+    """An integer torch.manual_seed takes: [-2**63, 2**64)."""
+
+    name = "integer"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        n = click.INT.convert(value, param, ctx)
+        if not -(2**63) <= n < 2**64:
+            self.fail(f"{n} is out of range: a seed is an integer in [-2**63, 2**64)", param, ctx)
+        return n
+
+
+SEED = SeedType()
+
+
 def parse_sets(sets: tuple[str, ...]) -> dict[str, Any]:
     """Turn repeated `--set KEY=VALUE` options into an overrides dict (later wins)."""
     from archzoo.spec import parse_override

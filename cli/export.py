@@ -9,7 +9,7 @@ import click
 
 import archzoo
 
-from .common import SET_OPTION, UserError, emit_json, parse_sets, spec_source
+from .common import SEED, SET_OPTION, UserError, emit_json, parse_sets, spec_source
 
 
 def load_source(source: str, sets: tuple[str, ...], seed: int) -> Any:
@@ -64,7 +64,9 @@ def with_overrides(model: Any, overrides: dict[str, Any], source: str) -> Any:
 )
 @click.option("--tolerance", type=float, help="Allowed relative probe difference.")
 @click.option("--force", is_flag=True, help="Replace a non-empty output directory.")
-@click.option("--seed", default=0, show_default=True, help="Seed of a NAME's random weights.")
+@click.option(
+    "--seed", type=SEED, default=0, show_default=True, help="Seed of a NAME's random weights."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def export_cmd(
     source: str,

@@ -11,7 +11,7 @@ import click
 import archzoo
 from archzoo.errors import printable
 
-from .common import UserError
+from .common import SEED, UserError
 
 
 def load_model(source: str) -> tuple[Any, Path]:
@@ -74,7 +74,7 @@ def probability(value: float | None) -> float | None:
     help="Keep the smallest set with this probability.",
 )
 @click.option("--num-beams", default=1, show_default=True, type=click.IntRange(min=1))
-@click.option("--seed", type=int, help="Seed for sampling.")
+@click.option("--seed", type=SEED, help="Seed for sampling.")
 def generate_cmd(
     source: str,
     prompt: str,

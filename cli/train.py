@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import SET_OPTION, parse_sets, spec_source
+from .common import SEED, SET_OPTION, parse_sets, spec_source
 
 
 def train_options(f):  # noqa: ANN001, ANN201 - a click decorator stack
@@ -133,7 +133,7 @@ def make_config(out: str, options: dict, **extra):  # noqa: ANN001, ANN003, ANN2
     metavar="DIR",
     help="Run directory: metrics.jsonl, checkpoint.safetensors, model.safetensors.",
 )
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option(
     "--save-every",
     type=click.IntRange(min=1),

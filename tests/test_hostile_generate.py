@@ -25,6 +25,7 @@ from archzoo.cli.main import main
         ("--max-new-tokens", "0", "0 is not in the range x>=1"),
         ("--num-beams", "0", "0 is not in the range x>=1"),
         ("--seed", "1.5", "'1.5' is not a valid integer"),
+        ("--seed", str(2**64), "out of range: a seed is an integer in [-2**63, 2**64)"),
     ],
 )
 def test_bad_generation_arguments_fail_before_loading(option, value, words, tmp_path):

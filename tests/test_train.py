@@ -374,6 +374,15 @@ def test_unusable_device_is_refused_before_training(tmp_path, device, words):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("command", ["train", "export"])
+@pytest.mark.parametrize("seed", [str(2**64), str(-(2**63) - 1)])
+def test_a_seed_torch_cannot_take_is_refused_naming_the_option(tmp_path, command, seed):
+    """It was torch's 'Overflow when unpacking long long', after the data or model was read."""
+    args = [command, "gpt2", *TINY_SETS, "--seed", seed]
+    args += ["--data", tmp_path / "c.txt"] if command == "train" else ["--hf", tmp_path / "hf"]
+    zoo_fails(args, "--seed", f"{seed} is out of range: a seed is an integer in [-2**63, 2**64)")
+
+
 def test_resuming_a_run_of_another_spec_is_refused(tmp_path):
     data = write_corpus(tmp_path / "c.txt", lines=50)
     base = ["train", "gpt2", "--out", str(tmp_path / "run"), "--data", str(data), "--steps", "2"]
