@@ -114,8 +114,9 @@ def attn_cmd(source: str, text: str, layer: int | None, head: int | None, out: s
     path = Path(out)
     if path.suffix.lower() not in (".html", ".png"):
         raise UserError(f"--out {out}: give a .html or a .png file name")
-    if not path.resolve().parent.is_dir():
-        raise UserError(f"cannot write {out}: directory {path.parent} does not exist")
+    from archzoo.safe_write import check_out_path
+
+    check_out_path(path, inputs=[Path(source)])  # no link followed, no FIFO blocked on
     model, directory = load_model(source)
     tokenizer = load_tokenizer(directory)
     encoding = tokenizer.encode(text)

@@ -257,3 +257,19 @@ def test_zoo_mask_out_cannot_overwrite_its_own_spec(tmp_path):
     spec.write_text("extends: gpt2\nn_layers: 1\nd_model: 16\nn_heads: 2\nvocab_size: 64\n")
     zoo_fails(["mask", spec, "--out", spec], "input of this command")
     assert spec.read_text().startswith("extends: gpt2")
+
+
+def test_zoo_attn_out_refuses_before_loading(tmp_path):
+    """The page was written through a link (here onto a spec) and into a FIFO (blocking)."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text("extends: gpt2\n")
+    (tmp_path / "link.html").symlink_to(spec)
+    (tmp_path / "dangling.html").symlink_to(tmp_path / "nowhere.yaml")
+    os.mkfifo(tmp_path / "fifo.html")
+    before = snapshot(tmp_path)
+    cases = {"link.html": "symbolic link", "dangling.html": "symbolic link"}
+    cases.update({"fifo.html": "not a regular file", "no/such/a.html": "does not exist"})
+    for name, words in cases.items():
+        args = ["attn", tmp_path / "no-model", "--text", "w", "--out", tmp_path / name]
+        zoo_fails(args, f"cannot write {tmp_path / name}", words)
+    assert snapshot(tmp_path) == before
