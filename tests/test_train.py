@@ -383,6 +383,51 @@ def test_a_seed_torch_cannot_take_is_refused_naming_the_option(tmp_path, command
     zoo_fails(args, "--seed", f"{seed} is out of range: a seed is an integer in [-2**63, 2**64)")
 
 
+def rewrite_checkpoint(path: Path, change) -> None:  # noqa: ANN001 - change(meta, tensors)
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with safe_open(str(path), "pt") as f:
+        meta, tensors = dict(f.metadata()), {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
+    change(meta, tensors)
+    save_file(tensors, str(path), metadata=meta)
+
+
+DAMAGE = {  # each was a traceback, or (missing tensors) a silent resume from fresh values
+    "step-text": (lambda m, t: m.update(step="abc"), "step or info"),
+    "step-negative": (lambda m, t: m.update(step="-5"), "expected a step >= 0"),
+    "info-list": (lambda m, t: m.update(info="[1]"), "an info object with spec and config"),
+    "info-spec": (lambda m, t: m.update(info='{"spec": 1}'), "info object with spec"),
+    "scheduler": (lambda m, t: m.update(scheduler="[]"), "damaged training checkpoint"),
+    "param-groups": (lambda m, t: m.update(param_groups="{}"), "optimizer parameter groups"),
+    "model-tensor": (
+        lambda m, t: t.pop("model.decoder.embedding.word.weight"),
+        "missing: ['decoder.embedding.word.weight']",
+    ),
+    "optimizer": (
+        lambda m, t: [t.pop(k) for k in list(t) if k.startswith("optim.")],
+        "the optimizer state",
+    ),
+    "shape": (
+        lambda m, t: t.update({"model.decoder.embedding.word.weight": torch.ones(3)}),
+        "size mismatch",
+    ),
+    "stray": (lambda m, t: t.update(stray=torch.ones(1)), "tensor 'stray'"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_damaged_checkpoint_is_refused_on_resume(tmp_path, damage):
+    data = write_corpus(tmp_path / "c.txt", lines=50)
+    args = ["train", "gpt2", "--data", data, "--out", tmp_path / "run", "--steps", "2"]
+    args += ["--seq-len", "16", "--no-progress", *TINY_SETS, "--set", "vocab_size=260"]
+    first = CliRunner().invoke(main, [str(a) for a in [*args, "--stop-at", "1"]])
+    assert first.exit_code == 0, first.output
+    change, words = DAMAGE[damage]
+    rewrite_checkpoint(tmp_path / "run" / "checkpoint.safetensors", change)
+    zoo_fails([*args, "--resume"], "checkpoint.safetensors: damaged training checkpoint", words)
+
+
 def test_resuming_a_run_of_another_spec_is_refused(tmp_path):
     data = write_corpus(tmp_path / "c.txt", lines=50)
     base = ["train", "gpt2", "--out", str(tmp_path / "run"), "--data", str(data), "--steps", "2"]

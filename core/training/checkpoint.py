@@ -72,26 +72,74 @@ def read_info(path: Path) -> tuple[int, dict[str, Any]]:
         raise ValueError(f"{path}: not a readable checkpoint ({exc})") from None
     if meta.get("format") != FORMAT:
         raise ValueError(f"{path}: not an archzoo training checkpoint")
-    return int(meta["step"]), json.loads(meta["info"])
+    try:
+        step, info = int(meta["step"]), json.loads(meta["info"])
+    except (KeyError, ValueError) as exc:
+        raise ValueError(f"{path}: damaged training checkpoint (step or info: {exc})") from None
+    if (
+        step < 0
+        or not isinstance(info, dict)
+        or not all(isinstance(info.get(k), dict) for k in ("spec", "config"))
+    ):
+        raise ValueError(
+            f"{path}: damaged training checkpoint (expected a step >= 0 and an info object with "
+            f"spec and config, got step {step} and info {str(info)[:80]})"
+        )
+    return step, info
 
 
 def load_checkpoint(
     path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any
 ) -> int:
-    """Restore model, optimizer and scheduler in place; returns the step to continue after."""
+    """Restore model, optimizer and scheduler in place; returns the step to continue after.
+
+    A file whose tensors or optimizer/scheduler state do not fit the run is a ValueError
+    naming it (torch would restore a missing model tensor silently from the fresh model)."""
+    try:
+        return _load_checkpoint(path, model, optimizer, scheduler)
+    except (KeyError, TypeError, AttributeError, RuntimeError, json.JSONDecodeError) as exc:
+        text = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise ValueError(f"{path}: damaged training checkpoint ({text})") from None
+
+
+def _load_checkpoint(
+    path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any
+) -> int:
     model_sd: dict[str, torch.Tensor] = {}
     optim_state: dict[str, dict[str, torch.Tensor]] = {}
     with safe_open(str(path), framework="pt") as f:
         meta = f.metadata()
         for name in f.keys():  # noqa: SIM118 - safe_open is not a mapping
-            part, rest = name.split(".", 1)
+            part, _, rest = name.partition(".")
             if part == "model":
                 model_sd[rest] = f.get_tensor(name)
-            else:
+            elif part == "optim" and "." in rest:
                 fqn, key = rest.rsplit(".", 1)
                 optim_state.setdefault(fqn, {})[key] = f.get_tensor(name)
+            else:
+                raise ValueError(f"{path}: damaged training checkpoint (tensor {name!r})")
+    expected = set(get_model_state_dict(model))  # names only: nothing is gathered
+    missing, unexpected = sorted(expected - model_sd.keys()), sorted(model_sd.keys() - expected)
+    unexpected += sorted(f"optim.{k}" for k in optim_state.keys() - expected)
+    if int(meta["step"]) > 0 and not optim_state:
+        missing.append("optim.* (the optimizer state)")
+    if missing or unexpected:
+        raise ValueError(
+            f"{path}: damaged training checkpoint (model tensors missing: {missing[:3]}, "
+            f"unexpected: {unexpected[:3]})"
+        )
     set_model_state_dict(model, model_sd, options=StateDictOptions(full_state_dict=True))
-    optim_sd = {"state": optim_state, "param_groups": json.loads(meta["param_groups"])}
+    groups = json.loads(meta["param_groups"])
+    sizes = [len(g["params"]) for g in optimizer.param_groups]
+    if (
+        not isinstance(groups, list)
+        or [len(g.get("params", ())) if isinstance(g, dict) else None for g in groups] != sizes
+    ):
+        raise ValueError(
+            f"{path}: damaged training checkpoint (expected {len(sizes)} optimizer parameter "
+            f"groups of {sizes} parameters, got {str(groups)[:80]})"
+        )
+    optim_sd = {"state": optim_state, "param_groups": groups}
     set_optimizer_state_dict(
         model, optimizer, optim_sd, options=StateDictOptions(full_state_dict=True)
     )
