@@ -383,6 +383,15 @@ def test_a_seed_torch_cannot_take_is_refused_naming_the_option(tmp_path, command
     zoo_fails(args, "--seed", f"{seed} is out of range: a seed is an integer in [-2**63, 2**64)")
 
 
+def test_a_lone_surrogate_in_jsonl_is_refused_naming_the_line(tmp_path):
+    """Valid JSON, invalid text: it was "'utf-8' codec can't encode character" with no file."""
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"text": "fine \\u00e9 \\ud83d\\ude00"}\n{"text": "a\\udc80b"}\n')
+    args = ["train", "gpt2", "--data", data, "--out", tmp_path / "run", "--steps", "1"]
+    args += ["--seq-len", "16", "--no-progress", *TINY_SETS, "--set", "vocab_size=260"]
+    zoo_fails(args, "d.jsonl:2: the text has a lone surrogate (\\udc80), not valid Unicode")
+
+
 def rewrite_checkpoint(path: Path, change) -> None:  # noqa: ANN001 - change(meta, tensors)
     from safetensors import safe_open
     from safetensors.torch import save_file

@@ -94,11 +94,19 @@ def _jsonl_text(line: str, path: Path, lineno: int) -> str:
         record = json.loads(line)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-    if isinstance(record, str):
-        return record
     if isinstance(record, dict) and isinstance(record.get("text"), str):
-        return record["text"]
-    raise ValueError(f'{path}:{lineno}: expected a string or an object with a "text" string')
+        record = record["text"]
+    if not isinstance(record, str):
+        raise ValueError(f'{path}:{lineno}: expected a string or an object with a "text" string')
+    if "\\u" in line:  # only a JSON escape can make a lone surrogate: the file is UTF-8
+        try:
+            record.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            bad = exc.object[exc.start : exc.end].encode("unicode_escape").decode()
+            raise ValueError(
+                f"{path}:{lineno}: the text has a lone surrogate ({bad}), not valid Unicode"
+            ) from None
+    return record
 
 
 def token_dtype(vocab_size: int) -> torch.dtype:
