@@ -392,6 +392,23 @@ def test_a_lone_surrogate_in_jsonl_is_refused_naming_the_line(tmp_path):
     zoo_fails(args, "d.jsonl:2: the text has a lone surrogate (\\udc80), not valid Unicode")
 
 
+@pytest.mark.parametrize("command", ["train", "compare"])
+def test_out_that_is_the_data_directory_or_a_file_is_refused(tmp_path, command):
+    """--out DIR = --data DIR put metrics.jsonl, checkpoint.safetensors (train) or results.json
+    (compare) among the data: read as training text on the next run or resume. --out FILE was
+    '[Errno 17] File exists'."""
+    data = tmp_path / "corpus"
+    data.mkdir()
+    write_corpus(data / "c.txt", lines=50)
+    args = [command, "gpt2", "--data", data, "--steps", "1", "--seq-len", "16", "--no-progress"]
+    args += [*TINY_SETS, "--set", "vocab_size=260"] + (
+        ["--no-plot"] if command == "compare" else []
+    )
+    zoo_fails([*args, "--out", data], f"--out {data} is the --data directory", "another --out")
+    zoo_fails([*args, "--out", data / "c.txt"], "c.txt: exists and is not a directory")
+    assert [p.name for p in data.iterdir()] == ["c.txt"]
+
+
 def rewrite_checkpoint(path: Path, change) -> None:  # noqa: ANN001 - change(meta, tensors)
     from safetensors import safe_open
     from safetensors.torch import save_file

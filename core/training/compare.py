@@ -15,7 +15,7 @@ from ..builder import build_model
 from ..costs import model_costs
 from ..spec import Spec, load_spec
 from .checkpoint import CHECKPOINT
-from .config import TrainConfig
+from .config import TrainConfig, check_out
 from .loop import read_metrics, train
 
 TOLERANCE = 0.02  # matched specs are within 2% of the first one's params or FLOPs
@@ -93,6 +93,7 @@ def compare(
                 sources[i], overrides, target, match, match_by, cfg.seq_len
             )
     labels = _labels(specs, sources)
+    check_out(cfg.out, cfg.data)
     out = Path(cfg.out)
     _warm_up(specs[0], cfg, out)
     results = []

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .schedule import SCHEDULES
@@ -91,6 +93,20 @@ def check_config(cfg: TrainConfig, world: int) -> None:
         raise ValueError(
             f"--batch {cfg.batch} must be a multiple of --accum {cfg.accum} x {world} processes"
         )
+
+
+def check_out(out: str, data: list[str]) -> None:
+    """--out is a directory to be, and not a --data directory (whose files are all read:
+    the run's own files would become training data on the next run or resume)."""
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--out {out}: exists and is not a directory")
+    for d in map(Path, data):
+        if path.is_dir() and d.is_dir() and os.path.samefile(path, d):
+            raise ValueError(
+                f"--out {out} is the --data directory {d}: the run's files would be read as "
+                "training data; choose another --out (a subdirectory is fine)"
+            )
 
 
 def check_device(name: str) -> None:

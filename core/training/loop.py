@@ -19,7 +19,7 @@ from ..builder import build_model
 from ..spec import Spec, load_spec
 from ..weights import save
 from .checkpoint import CHECKPOINT, full_model_state, load_checkpoint, read_info, save_checkpoint
-from .config import TrainConfig, check_config, check_resume, check_spec
+from .config import TrainConfig, check_config, check_out, check_resume, check_spec
 from .data import check_sources, is_pairs, prepare_pairs, prepare_stream
 from .measure import PeakMemory, train_flops_per_token
 from .objectives import (
@@ -150,6 +150,7 @@ def _train(
     cfg = replace(cfg, data=[str(Path(p).resolve()) for p in cfg.data])
     check_config(cfg, ranks.world)
     files = check_sources(cfg.data)
+    check_out(cfg.out, cfg.data)
     tok = load_tokenizer(cfg.tokenizer)
     check_spec(spec, cfg, tok)
     out = Path(cfg.out)
