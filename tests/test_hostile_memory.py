@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from click.testing import CliRunner
-from hostile_util import TINY, assert_clean_failure, zoo_fails, zoo_subprocess
+from hostile_util import TINY, TINY_SETS, assert_clean_failure, zoo_fails, zoo_subprocess
 
 import archzoo
 from archzoo import memory
@@ -160,3 +160,16 @@ def test_loading_a_file_larger_than_memory_is_refused(tmp_path, little_memory):
     with pytest.raises(MemoryNeedError, match=f"loading {path} needs about"):
         archzoo.load(path)
     zoo_fails(["generate", path, "--prompt", "hi"], "needs about", "is available")
+
+
+def test_zoo_train_of_a_huge_batch_is_refused_before_reading_data(tmp_path):
+    """--batch 10**12 was a RuntimeError traceback from the CPU allocator (8 TB of starts)."""
+    data = tmp_path / "c.txt"
+    data.write_text("the cat sat on the mat\n" * 50)
+    args = ["train", "gpt2", "--data", data, "--out", tmp_path / "run", "--steps", "1"]
+    args += ["--seq-len", "16", "--no-progress", "--batch", str(10**12)]
+    run = zoo_subprocess([*args, *TINY_SETS, "--set", "vocab_size=260"])
+    assert_clean_failure(
+        run, "a step of --batch 1,000,000,000,000 sequences", "131.0 TiB", "lower --batch"
+    )
+    assert not (tmp_path / "run").exists()

@@ -16,6 +16,7 @@ import torch.distributed as dist
 from torch import nn
 
 from ..builder import build_model
+from ..memory import check_fits
 from ..spec import Spec, load_spec
 from ..weights import save
 from .checkpoint import CHECKPOINT, full_model_state, load_checkpoint, read_info, save_checkpoint
@@ -149,6 +150,13 @@ def _train(
     spec = load_spec(spec, overrides)
     cfg = replace(cfg, data=[str(Path(p).resolve()) for p in cfg.data])
     check_config(cfg, ranks.world)
+    micro = cfg.batch // (cfg.accum * ranks.world)
+    check_fits(  # a lower bound, before any work: a step's drawn starts and one micro-batch's ids
+        8 * (cfg.batch + micro * (cfg.seq_len + 1)),
+        "cpu",
+        f"a step of --batch {cfg.batch:,} sequences (micro-batches of {micro:,})",
+        "lower --batch or raise --accum",
+    )
     files = check_sources(cfg.data)
     check_out(cfg.out, cfg.data)
     tok = load_tokenizer(cfg.tokenizer)
@@ -196,8 +204,6 @@ def _train(
     metrics_path = out / METRICS
     if lead:
         _truncate_metrics(metrics_path, start)
-
-    micro = cfg.batch // (cfg.accum * ranks.world)
 
     def rows(m: int) -> slice:  # this rank's rows of micro-batch m in the step's global batch
         first = (m * ranks.world + ranks.rank) * micro
