@@ -13,7 +13,7 @@ from torch.utils.checkpoint import checkpoint
 from .aux_loss import aux_loss_modules, pooled_aux_loss, reset_aux_losses
 from .cache import CrossCache, KVCache, LayerCache
 from .costs import kv_cache_values
-from .input_checks import LANGS, InputChecks, check_label_values, describe
+from .input_checks import LANGS, InputChecks, check_label_values, describe, values_trusted
 from .interfaces import Attention, AttentionContext, Embedding, Head, Position
 from .masks import AttentionMask
 from .memory import check_fits
@@ -365,7 +365,7 @@ class ZooModel(nn.Module):
             label_rows=None if choices is None else choices[0],
             langs=langs,
         )
-        if cache is not None:
+        if cache is not None and not values_trusted():  # generate's steps feed their own cache
             self._check_cache(
                 cache, decoder_input_ids if self.family == "encoder-decoder" else input_ids
             )
