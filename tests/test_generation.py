@@ -144,6 +144,19 @@ def test_sampling_is_reproducible_and_top_k_1_is_greedy(tmp_path):
     assert torch.equal(top1, greedy)
 
 
+def seeded_draws(tmp_path, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+    """8 sampled tokens from transformers' GPT-2 and archzoo's, each from global seed 7."""
+    ref_model, ours = pair(tmp_path, "gpt2")
+    ids, mask = prompts(False)
+    runs = []
+    for model in (ref_model, ours):
+        torch.manual_seed(7)
+        runs.append(
+            model.generate(ids, attention_mask=mask, do_sample=True, max_new_tokens=8, **kwargs)
+        )
+    return runs[0], runs[1]
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -155,39 +168,16 @@ def test_sampling_is_reproducible_and_top_k_1_is_greedy(tmp_path):
 def test_beam_sampling_draws_what_transformers_draws(tmp_path, kwargs):
     """Beam sampling from the same global seed: transformers' warpers keep at least
     len(eos) + 1 tokens per beam, and the drawn candidates are ranked by score."""
-    ref_model, ours = pair(tmp_path, "gpt2")
-    ids, mask = prompts(False)
-    runs = []
-    for model in (ref_model, ours):
-        torch.manual_seed(7)
-        runs.append(
-            model.generate(
-                ids, attention_mask=mask, num_beams=4, do_sample=True, max_new_tokens=8, **kwargs
-            )
-        )
-    assert torch.equal(runs[1], runs[0]), runs
+    expected, got = seeded_draws(tmp_path, num_beams=4, **kwargs)
+    assert torch.equal(got, expected), (got, expected)
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"top_k": None}, {"top_k": 0}, {"num_beams": 3}])
 def test_sampling_with_top_k_unset_draws_what_transformers_draws(tmp_path, kwargs):
     """transformers samples from the 50 most likely tokens when top_k is not given, from all
     of them with top_k None or 0; a flat distribution (temperature 20) shows the tail."""
-    ref_model, ours = pair(tmp_path, "gpt2")
-    ids, mask = prompts(False)
-    runs = []
-    for model in (ref_model, ours):
-        torch.manual_seed(7)
-        runs.append(
-            model.generate(
-                ids,
-                attention_mask=mask,
-                do_sample=True,
-                temperature=20.0,
-                max_new_tokens=8,
-                **kwargs,
-            )
-        )
-    assert torch.equal(runs[1], runs[0]), runs
+    expected, got = seeded_draws(tmp_path, temperature=20.0, **kwargs)
+    assert torch.equal(got, expected), (got, expected)
 
 
 @pytest.mark.parametrize("name", sorted(SEQ2SEQ))
