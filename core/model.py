@@ -246,13 +246,14 @@ class Stack(nn.Module):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"new_cache: {name} must be an integer >= 1, got {value!r}")
         ref = next(self.parameters())
-        per_token = kv_cache_values(self, capacity) or 0.0
-        check_fits(
-            int(per_token * capacity * batch * ref.element_size()),
-            ref.device,
-            f"a KV cache of {batch} rows by {capacity} tokens",
-            "ask for a smaller batch or capacity",
-        )
+        if not values_trusted():  # generate checked this cache with its token buffers already
+            per_token = kv_cache_values(self, capacity) or 0.0
+            check_fits(
+                int(per_token * capacity * batch * ref.element_size()),
+                ref.device,
+                f"a KV cache of {batch} rows by {capacity} tokens",
+                "ask for a smaller batch or capacity",
+            )
         layers = []
         for i in self.layer_map:
             (n_kv, head_dim), values, window = self.blocks[i].attention.cache_shapes()
