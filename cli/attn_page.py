@@ -99,13 +99,18 @@ SCRIPT = """
 """
 
 
+# JSON inside <script type="application/json"> is raw text to the HTML parser: `</script>`
+# would end it and `<!--` then `<script>` would stop the real end from ending it, so no
+# markup character is left in it (JSON.parse reads the \u escapes back as the characters)
+SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+
+
 def head_view_html(
     tokens: list[str], layers: list[int], heads: list[int], attn: list[Any], title: str
 ) -> str:
     """The page: attn[layer][head][query][key] probabilities for the given layer/head ids."""
     data = {"tokens": tokens, "layers": layers, "heads": heads, "attn": attn}
-    # JSON inside <script type="application/json">: keep '</' from closing the element
-    payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    payload = json.dumps(data, separators=(",", ":")).translate(SCRIPT_SAFE)
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 import sys
 
 import pytest
 import torch
 from click.testing import CliRunner
 from hf_util import perturb, save_hf
+from page_util import CHROMIUM, dump_dom
 
 import archzoo
 from archzoo.cli.main import main
@@ -21,7 +20,6 @@ pytest.importorskip("tokenizers")
 
 WORDS = "[PAD] [UNK] [CLS] [SEP] the cat sat on mat because it was tired and warm".split()
 SENTENCE = "[CLS] the cat sat on the mat because it was tired [SEP]"  # 12 tokens
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def bert_dir(tmp_path, layers: int = 2, heads: int = 4):
@@ -56,7 +54,7 @@ def page_data(path) -> dict:
     payload = re.search(
         r'<script type="application/json" id="attn-data">(.*?)</script>', text, re.S
     )
-    return json.loads(payload.group(1).replace("<\\/", "</"))
+    return json.loads(payload.group(1))
 
 
 def test_page_is_self_contained_and_holds_the_model_probabilities(tmp_path):
@@ -92,30 +90,7 @@ def test_page_renders_in_headless_chromium_without_console_errors(tmp_path):
     directory = bert_dir(tmp_path, layers=3, heads=4)
     out = tmp_path / "view.html"
     zoo("attn", directory, "--text", SENTENCE, "--out", out)
-    run = subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-            out.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    dom, log = run.stdout, run.stderr
-    assert run.returncode == 0, log[-2000:]
-    console = [line for line in log.splitlines() if ":CONSOLE" in line]
+    dom, console = dump_dom(out, tmp_path / "profile")
     assert console == [], console  # no console output at all, errors included
     assert 'data-rendered="1"' in dom
     assert dom.count("<option") == 3  # one per layer
