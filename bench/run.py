@@ -8,6 +8,8 @@ Both sides load one random-weight checkpoint (archzoo through from_hf), so the n
 compare implementations, not initialisations. MFU is model FLOPs / time / measured fp32
 matmul peak. A second table gives the GPT-2 train step's peak memory with and without
 activation checkpointing (each case in a fresh process, since peak RSS only grows).
+A third (--only train) times `zoo train`'s own optimizer step against a plain PyTorch loop
+over transformers' GPT2LMHeadModel at the same batch: peak memory and tokens/s.
 --compile adds torch.compile rows; --write puts the tables in bench/RESULTS.md.
 """
 
@@ -259,20 +261,121 @@ def memory_table(repeats: int) -> list[str]:
     return lines
 
 
+TRAIN_CASES = ("plain PyTorch loop, transformers GPT2LMHeadModel", "zoo train step")
+TRAIN_TARGETS = {"peak": 0.5, "tokens_per_s": 1.1}  # zoo train vs the plain loop
+
+
+def train_one(case: str, repeats: int, shape: str, layers: int) -> dict[str, float]:
+    """Peak memory growth of the first optimizer step and the median step time of one side,
+    in this fresh process: the plain loop (transformers' GPT2LMHeadModel, labels=ids, AdamW)
+    or `zoo train`'s own step (archzoo.training.loop: batch_loss and optimizer_for)."""
+    from archzoo.training import TrainConfig
+    from archzoo.training.loop import batch_loss, optimizer_for
+
+    b, t = (int(x) for x in shape.split("x"))
+    torch.manual_seed(0)
+    ids = torch.randint(0, 50257, (b, t + 1))
+    cfg = TrainConfig()
+    if case == TRAIN_CASES[0]:
+        model = hf.GPT2LMHeadModel(
+            hf.GPT2Config(n_layer=layers, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+        ).train()
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+        def loss() -> torch.Tensor:
+            return model(input_ids=ids[:, :-1], labels=ids[:, :-1]).loss
+    else:
+        model = archzoo.build_model("gpt2", {"dropout": 0.0, "n_layers": layers}).train()
+        opt = optimizer_for(model, cfg)
+        batch = {"input_ids": ids[:, :-1], "labels": ids[:, 1:]}  # as the causal objective
+
+        def loss() -> torch.Tensor:
+            return batch_loss(model, batch, torch.device("cpu"), 0.0, float(b * t))
+
+    def step() -> None:  # one optimizer step, as each loop does it
+        loss().backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+
+    for p in model.parameters():  # gradients and AdamW's state are the baseline, not the peak
+        p.grad = torch.zeros_like(p)
+    for group in opt.param_groups:  # a zero-lr step allocates AdamW's moments
+        group["lr"], lr = 0.0, group["lr"]
+        opt.step()
+        group["lr"] = lr
+    importlib.import_module("torch._dynamo")  # no library import counted as activations
+    gc.collect()
+    growth = peak_memory_growth(step)  # the first step: nothing freed earlier to reuse
+    seconds = median_time(step, repeats, warmup=0)
+    return {"peak_growth": growth, "seconds": seconds, "tokens": b * t}
+
+
+def train_table(repeats: int, shape: str, layers: int) -> list[str]:
+    """`zoo train`'s step against a plain PyTorch loop over transformers' GPT-2, same batch."""
+    results = {}
+    for case in TRAIN_CASES:
+        cmd = [sys.executable, __file__, "--train-one", case, "--repeats", str(repeats)]
+        cmd += ["--train-shape", shape, "--train-layers", str(layers)]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        results[case] = json.loads(out.strip().splitlines()[-1])
+    plain, ours = (results[c] for c in TRAIN_CASES)
+    peak = ours["peak_growth"] / plain["peak_growth"]
+    speed = plain["seconds"] / ours["seconds"]
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "MISSED"
+
+    lines = [
+        f"GPT-2 small ({layers} layers) optimizer step {shape} (forward, backward, gradient "
+        "clipping, AdamW), each side in a fresh process: peak growth of anonymous memory "
+        "(sampled every ms) during the first step over weights, gradients and AdamW state, "
+        f"and the median step time of {repeats} more.",
+        "",
+        "| case | peak growth MiB | step s | tokens/s |",
+        "|---|---|---|---|",
+    ]
+    for case, r in results.items():
+        lines.append(
+            f"| {case} | {r['peak_growth'] / 2**20:.0f} | {r['seconds']:.2f} | "
+            f"{r['tokens'] / r['seconds']:.0f} |"
+        )
+    lines += [
+        "",
+        f"- peak memory: zoo train / plain loop = {peak:.2f}x (target <= "
+        f"{TRAIN_TARGETS['peak']}x: {verdict(peak <= TRAIN_TARGETS['peak'])})",
+        f"- tokens/s: zoo train / plain loop = {speed:.2f}x (target >= "
+        f"{TRAIN_TARGETS['tokens_per_s']}x: {verdict(speed >= TRAIN_TARGETS['tokens_per_s'])})",
+        "",
+        "zoo train's step is `archzoo.training.loop.batch_loss` (the head's chunked token "
+        "loss: no (B, T, 50257) logits) with the loop's `optimizer_for`; the plain loop is "
+        "`GPT2LMHeadModel(input_ids, labels=input_ids).loss.backward()` and torch's AdamW.",
+    ]
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--compile", action="store_true", help="also time torch.compile'd models")
     parser.add_argument("--write", action="store_true", help="write the table to bench/RESULTS.md")
-    parser.add_argument("--only", help="comma-separated subset: bert,gpt2,t5,decode,memory")
+    parser.add_argument("--only", help="comma-separated subset: bert,gpt2,t5,decode,memory,train")
+    parser.add_argument("--train-shape", default="4x256", help="train row: BATCHxSEQ")
+    parser.add_argument("--train-layers", type=int, default=12, help="train row: GPT-2 layers")
     parser.add_argument("--memory-one", help=argparse.SUPPRESS)
+    parser.add_argument("--train-one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_one:
         print(json.dumps(memory_one(args.memory_one, args.repeats)))
         return
+    if args.train_one:
+        print(
+            json.dumps(train_one(args.train_one, args.repeats, args.train_shape, args.train_layers))
+        )
+        return
     torch.manual_seed(0)
-    peak = matmul_peak()
-    chosen = set((args.only or "bert,gpt2,t5,decode,memory").split(","))
+    chosen = set((args.only or "bert,gpt2,t5,decode,memory,train").split(","))
+    peak = matmul_peak() if chosen & {"bert", "gpt2", "t5", "decode"} else 0.0
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
@@ -330,6 +433,11 @@ def main() -> None:
             write_section(
                 "Activation checkpointing: GPT-2 train step memory (bench/run.py)", memory
             )
+    if "train" in chosen:
+        table = train_table(args.repeats, args.train_shape, args.train_layers)
+        print("\n" + "\n".join(table))
+        if args.write:
+            write_section("zoo train step vs a plain PyTorch loop (bench/run.py)", table)
 
 
 if __name__ == "__main__":

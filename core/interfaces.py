@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from . import attention_probs as _probs
@@ -450,3 +451,32 @@ class Head(Component):
         if logits is None:
             raise ValueError(f"head {self.name!r} makes no logits, so labels cannot be used")
         return self.masked_loss(logits, labels, attention_mask)
+
+    def token_loss(
+        self,
+        hidden: Tensor,
+        targets: Tensor,
+        attention_mask: Tensor | None = None,
+        *,
+        logits: Tensor | None = None,
+        label_smoothing: float = 0.0,
+        num_items: float | Tensor | None = None,
+        **inputs: Tensor,
+    ) -> Tensor:
+        """Cross-entropy of each position's vocabulary logits against its own target (targets
+        already aligned, -100 ignored): the mean, or the sum / `num_items`. This default makes
+        the logits whole (or takes `logits`); LM heads override it to work in chunks."""
+        if logits is None:
+            logits = self(hidden, attention_mask, **inputs)
+        if not isinstance(logits, Tensor) or logits.shape[:-1] != targets.shape:
+            raise ValueError(
+                f"head {self.name!r} makes no per-token logits, so it cannot be trained on tokens"
+            )
+        loss = F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]).float(),  # (B*T, V)
+            targets.reshape(-1).to(logits.device),
+            ignore_index=-100,
+            label_smoothing=label_smoothing,
+            reduction="mean" if num_items is None else "sum",
+        )
+        return loss if num_items is None else loss / num_items

@@ -315,6 +315,9 @@ class ZooModel(nn.Module):
         attention_inputs: Mapping[str, Tensor] | None = None,
         langs: Tensor | None = None,
         return_logits: bool = True,
+        shift_labels: Tensor | None = None,
+        num_items_in_batch: float | Tensor | None = None,
+        label_smoothing: float = 0.0,
         **inputs: Tensor,
     ) -> ModelOutput:
         """Run the model; `labels` (-100 ignored) add a loss.
@@ -331,6 +334,10 @@ class ZooModel(nn.Module):
         n_langs).
         `return_logits=False` leaves `logits` None and lets the head compute the loss
         without full-vocabulary logits (the LM head does it in chunks: far less memory).
+        `shift_labels` (as transformers): targets already aligned with the positions (-100
+        ignored), given instead of `labels`; the loss is then the token loss alone (no
+        auxiliary loss), with `label_smoothing`, and summed over scored tokens and divided by
+        `num_items_in_batch` when given (gradient accumulation). `zoo train` uses it.
         """
         if inputs:
             attention_inputs = {**(attention_inputs or {}), **self._keyword_inputs(inputs)}
@@ -427,7 +434,19 @@ class ZooModel(nn.Module):
         out = self.head(head_hidden, mask, **ids) if return_logits else None  # logits or HF names
         named = out if isinstance(out, dict) else {"logits": out}
         loss = None
-        if labels is not None and not return_logits:
+        if shift_labels is not None:
+            if labels is not None:
+                raise ValueError("pass labels or shift_labels, not both")
+            loss = self.head.token_loss(
+                head_hidden,
+                shift_labels,
+                mask,
+                logits=out if return_logits else None,
+                label_smoothing=label_smoothing,
+                num_items=num_items_in_batch,
+                **ids,
+            )
+        elif labels is not None and not return_logits:
             loss = self.head.hidden_loss(head_hidden, labels, mask, **ids)
         elif labels is not None:
             if out is None or not any(k.endswith("logits") for k in named):
@@ -440,7 +459,7 @@ class ZooModel(nn.Module):
         aux_loss = None
         if self._aux_groups:
             aux_loss, weighted = pooled_aux_loss(self._aux_groups, attention_mask)
-            if loss is not None:
+            if loss is not None and shift_labels is None:
                 loss = loss + weighted
         return ModelOutput(
             named.pop("last_hidden_state", hidden),  # a head may project it (OPT-350m)

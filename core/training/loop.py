@@ -31,7 +31,6 @@ from .objectives import (
     Objective,
     Translation,
     step_generator,
-    token_loss,
 )
 from .schedule import lr_factor
 from .tokenizer import Tokenizer, load_tokenizer
@@ -110,17 +109,35 @@ def optimizer_for(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
 
 
-def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
-    return {k: v.to(device) for k, v in batch.items()}
-
-
-def _logits(model: nn.Module, inputs: dict[str, torch.Tensor], vocab: int) -> torch.Tensor:
-    logits = model(**inputs).logits
-    if logits is None or logits.shape[-1] != vocab:
+def check_head(model: nn.Module, vocab: int) -> None:
+    """The head scores the vocabulary (checked on one token before any training)."""
+    weight = next(model.parameters())
+    probe = torch.zeros(1, 1, model.head.dims.d_model, device=weight.device, dtype=weight.dtype)
+    with torch.no_grad():
+        logits = model.head(probe)  # (1, 1, V)
+    if not isinstance(logits, torch.Tensor) or logits.shape[-1] != vocab:
         raise ValueError(
             "the spec's head makes no vocabulary logits, so it cannot be trained on text"
         )
-    return logits
+
+
+def batch_loss(
+    net: nn.Module,
+    batch: dict[str, torch.Tensor],
+    device: torch.device,
+    smoothing: float = 0.0,
+    num_items: float | None = None,
+) -> torch.Tensor:
+    """The summed (or / num_items) token loss of a batch, through the head's chunked loss:
+    no (B, T, V) logits are made (`labels` are aligned with the positions, -100 ignored)."""
+    inputs = {k: v.to(device) for k, v in batch.items() if k != "labels"}
+    return net(
+        **inputs,
+        shift_labels=batch["labels"].to(device),
+        num_items_in_batch=1.0 if num_items is None else num_items,
+        label_smoothing=smoothing,
+        return_logits=False,
+    ).loss
 
 
 def _progress(cfg: TrainConfig, start: int, show: bool):  # noqa: ANN202 - a tqdm bar
@@ -192,7 +209,7 @@ def _train(
     model = build_model(spec, device=device, dtype=getattr(torch, cfg.dtype))
     flops = train_flops_per_token(model, cfg.seq_len)
     params = model.num_parameters()
-    vocab = spec.data["vocab_size"]
+    check_head(model, spec.data["vocab_size"])
     net = wrap(model, ranks, cfg.fsdp)
     opt = optimizer_for(net, cfg)
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -222,10 +239,9 @@ def _train(
                 batch = objective.eval_batch(
                     chunk if len(chunk) else torch.zeros(1, dtype=torch.long)
                 )
-                labels = batch.pop("labels").to(device)
-                logits = _logits(model, _to(batch, device), vocab)
-                count = (labels != IGNORE).sum()
-                total += weight * torch.stack([token_loss(logits, labels), count]).double().cpu()
+                count = (batch["labels"] != IGNORE).sum()
+                loss = batch_loss(model, batch, device)  # summed
+                total += weight * torch.stack([loss.cpu(), count]).double()
         model.train()
         loss_sum, count = ranks.sum(total).tolist()
         mean = loss_sum / max(count, 1)
@@ -249,12 +265,10 @@ def _train(
         for m, batch in enumerate(batches):
             sync = m == cfg.accum - 1 or not isinstance(net, nn.parallel.DistributedDataParallel)
             with nullcontext() if sync else net.no_sync():
-                labels = batch.pop("labels").to(device)
-                loss = token_loss(
-                    _logits(net, _to(batch, device), vocab), labels, cfg.label_smoothing
-                )
-                (loss * (ranks.world / count)).backward()
-            loss_sum += loss.detach().double().cpu()
+                share = count / ranks.world  # each rank's loss: its sum / share (DDP averages)
+                loss = batch_loss(net, batch, device, cfg.label_smoothing, share)
+                loss.backward()
+            loss_sum += loss.detach().double().cpu() * share
         norm = nn.utils.clip_grad_norm_(net.parameters(), cfg.clip if cfg.clip > 0 else math.inf)
         norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
         lr = opt.param_groups[0]["lr"]

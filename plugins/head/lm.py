@@ -73,9 +73,43 @@ class LMHead(Head, name="lm", generates=True):
         logits are made whole: the chunked loss has no cap)."""
         if self.cfg.softcap is not None:
             return self.loss(self(hidden), labels)
+        return linear_cross_entropy(
+            self.features(hidden), self.proj.weight, self._bias(), labels, shift=self.shift
+        )
+
+    def token_loss(
+        self,
+        hidden: Tensor,
+        targets: Tensor,
+        attention_mask: Tensor | None = None,
+        *,
+        logits: Tensor | None = None,
+        label_smoothing: float = 0.0,
+        num_items: float | Tensor | None = None,
+        **inputs: Tensor,
+    ) -> Tensor:
+        """Aligned targets, in chunks (the training loop's loss): logits never made whole."""
+        if logits is not None or self.cfg.softcap is not None:
+            return super().token_loss(
+                hidden,
+                targets,
+                logits=logits,
+                label_smoothing=label_smoothing,
+                num_items=num_items,
+            )
+        return linear_cross_entropy(
+            self.features(hidden),
+            self.proj.weight,
+            self._bias(),
+            targets,
+            shift=False,
+            label_smoothing=label_smoothing,
+            num_items=num_items,
+        )
+
+    def _bias(self) -> Tensor | None:
+        """The projection's bias plus the fixed one, or None."""
         bias = self.proj.bias
         if self.fixed_bias is not None:
             bias = self.fixed_bias if bias is None else bias + self.fixed_bias
-        return linear_cross_entropy(
-            self.features(hidden), self.proj.weight, bias, labels, shift=self.shift
-        )
+        return bias

@@ -43,11 +43,13 @@ def linear_cross_entropy(
     shift: bool,
     label_smoothing: float = 0.0,
     chunk_rows: int | None = None,
+    num_items: float | Tensor | None = None,
 ) -> Tensor:
     """token_cross_entropy(hidden @ weight.T + bias, labels) without materialising the logits.
 
     hidden (..., E), weight (V, E), bias (V,) or None, labels (...). The logits are computed
-    in hidden's dtype and the softmax in fp32, as on the plain path.
+    in hidden's dtype and the softmax in fp32, as on the plain path. `num_items`: the loss is
+    the sum over scored tokens divided by it (gradient accumulation), not their mean.
     """
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
@@ -62,11 +64,14 @@ def linear_cross_entropy(
     flat = hidden.reshape(-1, hidden.shape[-1])  # (N, E)
     target = labels.reshape(-1).to(hidden.device)  # (N,)
     grads = torch.is_grad_enabled()  # under no_grad, compute the loss only
-    return _LinearCrossEntropy.apply(flat, weight, bias, target, rows, label_smoothing, grads)
+    return _LinearCrossEntropy.apply(
+        flat, weight, bias, target, rows, label_smoothing, grads, num_items
+    )
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
-    """Mean CE of (N, E) @ (V, E).T logits, chunk by chunk; gradients made in forward."""
+    """Mean CE of (N, E) @ (V, E).T logits (or sum / num_items), chunk by chunk; gradients
+    made in forward."""
 
     @staticmethod
     def forward(
@@ -78,13 +83,14 @@ class _LinearCrossEntropy(torch.autograd.Function):
         rows: int,
         smoothing: float,
         grads: bool,
+        num_items: float | Tensor | None,
     ) -> Tensor:
         needs_h, needs_w, needs_b = (grads and n for n in ctx.needs_input_grad[:3])
         vocab = weight.shape[0]
         valid = target != IGNORE_INDEX  # (N,)
-        count = valid.sum()
-        # one scale per valid row: d(mean)/d(row loss); 1/0 never happens where it is used
-        scale = valid.float() / count.clamp(min=1)
+        count = valid.sum() if num_items is None else num_items
+        # one scale per valid row: d(loss)/d(row loss); 1/0 never happens where it is used
+        scale = valid.float() / (count.clamp(min=1) if num_items is None else num_items)
         # accumulate the weight gradient in fp32 (a low-precision sum over chunks drifts)
         f32 = {"dtype": torch.float32, "device": weight.device}
         grad_w = torch.zeros(weight.shape, **f32) if needs_w else None
@@ -129,7 +135,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
             grad_w.to(weight.dtype) if needs_w else None,
             grad_b.to(bias.dtype) if needs_b else None,
         )
-        return total / count  # nan when every label is ignored, as F.cross_entropy
+        return total / count  # mean: nan when every label is ignored, as F.cross_entropy
 
     @staticmethod
     def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor | None, ...]:
@@ -145,4 +151,4 @@ class _LinearCrossEntropy(torch.autograd.Function):
             )
         grads, ctx.grads = ctx.grads, None  # hand the buffers over: autograd may keep them
         scaled = [None if g is None else g.mul_(grad_out.to(g.dtype)) for g in grads]
-        return (*scaled, None, None, None, None)
+        return (*scaled, None, None, None, None, None)

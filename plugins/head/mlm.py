@@ -14,7 +14,7 @@ from archzoo.component import param
 from archzoo.interfaces import Embedding, Head, NormFactory
 
 from ..ffn.activations import ACTIVATIONS
-from .losses import token_cross_entropy
+from .losses import linear_cross_entropy, token_cross_entropy
 
 
 class MLMHead(Head, name="mlm"):
@@ -52,9 +52,38 @@ class MLMHead(Head, name="mlm"):
         self.bias = self.decoder.bias  # one parameter, two names: the add fuses into addmm
         self.pooler = nn.Linear(dims.d_model, dims.d_model) if cfg.pooler else None
 
+    def features(self, hidden: Tensor) -> Tensor:
+        """What the decoder sees: (B, T, d_model) -> (B, T, E), transformed or not."""
+        return hidden if self.dense is None else self.norm(self.act(self.dense(hidden)))
+
     def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
-        h = hidden if self.dense is None else self.norm(self.act(self.dense(hidden)))
-        return self.decoder(h)  # (B, T, V), decoder bias = self.bias (or none)
+        return self.decoder(self.features(hidden))  # (B, T, V), decoder bias = self.bias
+
+    def token_loss(
+        self,
+        hidden: Tensor,
+        targets: Tensor,
+        attention_mask: Tensor | None = None,
+        *,
+        logits: Tensor | None = None,
+        label_smoothing: float = 0.0,
+        num_items: float | Tensor | None = None,
+        **inputs: Tensor,
+    ) -> Tensor:
+        """The masked-LM loss in chunks (the training loop's): logits never made whole."""
+        if logits is not None:
+            return super().token_loss(
+                hidden, targets, logits=logits, label_smoothing=label_smoothing, num_items=num_items
+            )
+        return linear_cross_entropy(
+            self.features(hidden),
+            self.decoder.weight,
+            self.decoder.bias,
+            targets,
+            shift=False,
+            label_smoothing=label_smoothing,
+            num_items=num_items,
+        )
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
         return token_cross_entropy(logits, labels, shift=False)
