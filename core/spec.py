@@ -138,6 +138,21 @@ class _Resolver:
                 break
         self.issues.append(SpecIssue(dotted(path), message, loc, suggestion))
 
+    def issue_at_user_key(self, paths: list[tuple], message: str) -> None:
+        """An issue about several keys, reported at the first one the user wrote (their spec
+        file or an override) rather than one inherited from an `extends:` base."""
+        top = self.locs.get(())
+
+        def rank(path: tuple) -> int:  # 0: an override, 1: the spec named, 2: a base
+            loc = self.locs.get(path)
+            if loc is None:
+                return 3
+            if loc.file.startswith("<override"):
+                return 0
+            return 1 if top is not None and loc.file == top.file else 2
+
+        self.issue(min(paths, key=rank), message)  # min keeps the first of equal rank
+
     def fields(self, data: dict, path: tuple, allowed: tuple[str, ...] | None) -> dict:
         """Check and fill the scalar model keys (all of them, or only `allowed`)."""
         hints = typing.get_type_hints(ModelFields)
@@ -334,7 +349,7 @@ def _derive(out: dict, r: _Resolver) -> tuple[str, ...]:
             filled.append(key)
     if out["family"] != "encoder-decoder":
         if out["head_dim"] is None:
-            r.issue(("n_heads",), _indivisible(top))
+            r.issue_at_user_key([("n_heads",), ("d_model",)], _indivisible(top))
         return tuple(filled)
     for which in STACKS:
         section = out[which]
@@ -344,7 +359,8 @@ def _derive(out: dict, r: _Resolver) -> tuple[str, ...]:
             if value is None:
                 value = _derived_value(key, cfg)
                 if value is None:
-                    r.issue((which, "n_heads"), _indivisible(cfg))
+                    paths = [(which, "n_heads"), (which, "d_model"), ("n_heads",), ("d_model",)]
+                    r.issue_at_user_key(paths, _indivisible(cfg))
                     continue
                 if key in section or value != out[key]:
                     filled.append(f"{which}.{key}")

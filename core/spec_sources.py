@@ -130,7 +130,63 @@ def load_with_extends(
         ]
         raise SpecError(issues) from None
     base.pop("name", None) if "name" in data else None
-    return merge(base, data), {**base_locs, **locs}
+    return merge(base, data), merge_locs(base, base_locs, data, locs)
+
+
+# ---------------------------------------------------------------- locations
+
+
+def merge_locs(base: dict, base_locs: Locs, child: dict, child_locs: Locs) -> Locs:
+    """Key locations of `merge(base, child)`: a key the child wrote is located in the child,
+    and so is everything below a value the child replaced (a scalar, a list, a component of
+    another kind); only what the child left to the base stays located in the base."""
+    out = dict(base_locs)
+    _claim(out, (), base, child, child_locs)
+    if () in child_locs:  # the whole spec (where a missing key is reported) is the child
+        out[()] = child_locs[()]
+    return out
+
+
+def _claim(out: Locs, prefix: tuple, base: Any, child: dict, child_locs: Locs) -> None:
+    for key, value in child.items():
+        path = (*prefix, key)
+        loc = child_locs.get(path)
+        old = base.get(key) if isinstance(base, dict) else None
+        if key in STACKS and not prefix and isinstance(value, dict) and isinstance(old, dict):
+            _claim(out, path, old, value, child_locs)  # a stack section merges key by key
+        elif key in COMPONENT_KEYS and _same_kind(old, value):
+            for sub in as_component(value):  # parameters merge: only those written move
+                if (*path, sub) in child_locs:
+                    out[(*path, sub)] = child_locs[(*path, sub)]
+        else:  # replaced: nothing below it comes from the base any more
+            for p in [p for p in out if len(p) > len(path) and p[: len(path)] == path]:
+                del out[p]
+            out.update({p: v for p, v in child_locs.items() if p[: len(path)] == path})
+        if loc is not None:
+            out[path] = loc
+            if key in COMPONENT_KEYS and isinstance(value, str):  # a bare name is its kind
+                out[(*path, "kind")] = loc
+
+
+def _same_kind(base: Any, child: Any) -> bool:
+    """Whether merge_component keeps the base's parameters (the child names no other kind)."""
+    b, c = as_component(base), as_component(child)
+    if not isinstance(b, dict) or not isinstance(c, dict):
+        return False
+    return "kind" not in c or c.get("kind") == b.get("kind")
+
+
+def claim_override(locs: Locs, path: tuple, value: Any, loc: Location, merged: bool) -> None:
+    """Locate an override's key, and every key below it that it wrote or replaced, at `loc`."""
+    if not merged:
+        for p in [p for p in locs if len(p) > len(path) and p[: len(path)] == path]:
+            del locs[p]
+    locs[path] = loc
+    if isinstance(value, dict):
+        for sub in value:
+            locs[(*path, sub)] = loc
+    elif path[-1] in COMPONENT_KEYS and isinstance(value, str):
+        locs[(*path, "kind")] = loc
 
 
 # ---------------------------------------------------------------- merging
@@ -209,10 +265,11 @@ def apply_overrides(data: dict, locs: Locs, overrides: Mapping[str, Any] | None)
         if not ok:
             continue
         last = path[-1]
+        merged = last in COMPONENT_KEYS and last in node and _same_kind(node[last], value)
         if last in COMPONENT_KEYS and last in node:
             node[last] = merge_component(node[last], value)
         else:
             node[last] = copy.deepcopy(value)
-        locs[path] = loc
+        claim_override(locs, path, value, loc, merged)
     if issues:
         raise SpecError(issues)
