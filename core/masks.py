@@ -1,4 +1,4 @@
-"""Attention masks as factors: causal, query offset, key padding and a sparse pattern.
+"""Attention masks as factors: causal, query offset, key padding, documents and a sparse pattern.
 
 A mask keeps the factors it is made of and materialises, on demand and once per forward
 (the result is cached on the mask, which lives for one forward), whatever an execution
@@ -62,6 +62,9 @@ class AttentionMask:
     key_padding: (B, Tk) bool, True for real tokens, or None when every key is real.
     pattern: a `Pattern` (sparse attention), or None.
     keep: an explicit (B or 1, 1, Tq, Tk) bool factor (`from_keep`), or None.
+    key_docs: (B, Tk) document of each key in a packed row (archzoo.documents), or None;
+        a query sees only keys of its own document, `query_docs` (B, Tq) (default: the
+        keys' documents at the queries' positions; cross-attention gives the decoder's).
     """
 
     def __init__(
@@ -74,6 +77,8 @@ class AttentionMask:
         key_padding: Tensor | None = None,
         pattern: Pattern | None = None,
         keep: Tensor | None = None,
+        key_docs: Tensor | None = None,
+        query_docs: Tensor | None = None,
         device: torch.device | None = None,
     ) -> None:
         self.q_len, self.k_len = q_len, k_len
@@ -82,6 +87,11 @@ class AttentionMask:
         self.key_padding = key_padding
         self.pattern = pattern
         self.explicit = keep
+        self.key_docs = key_docs
+        self.own_docs = query_docs is None  # queries are among the keys: each sees itself
+        if key_docs is not None and query_docs is None:
+            query_docs = key_docs[:, self.q_offset : self.q_offset + q_len]
+        self.query_docs = query_docs
         self.device = device
         self._made: dict[Any, Any] = {}  # what has been materialised (one forward's life)
         self.shared: dict[Any, Any] = {}  # materialisations without the pattern (see with_pattern)
@@ -96,10 +106,13 @@ class AttentionMask:
         key_padding: Tensor | None = None,
         device: torch.device | None = None,
         pattern: Pattern | None = None,
+        key_docs: Tensor | None = None,
+        query_docs: Tensor | None = None,
     ) -> AttentionMask:
         """Mask for `q_len` queries that are the last `q_len` of `k_len` keys.
 
         key_padding: (B, Tk) with 1/True for real tokens and 0/False for padding.
+        key_docs, query_docs: documents of packed rows (see the class).
         """
         if key_padding is not None:
             if key_padding.dim() != 2 or key_padding.shape[1] != k_len:
@@ -112,7 +125,14 @@ class AttentionMask:
             if not torch.compiler.is_compiling() and bool(key_padding.all()):
                 key_padding = None
         return cls(
-            q_len, k_len, causal=causal, key_padding=key_padding, pattern=pattern, device=device
+            q_len,
+            k_len,
+            causal=causal,
+            key_padding=key_padding,
+            pattern=pattern,
+            key_docs=key_docs,
+            query_docs=query_docs,
+            device=device,
         )
 
     @classmethod
@@ -136,6 +156,8 @@ class AttentionMask:
                 key_padding=self.key_padding,
                 pattern=pattern,
                 keep=self.explicit,
+                key_docs=self.key_docs,
+                query_docs=None if self.own_docs else self.query_docs,
                 device=self.device,
             )
             made.shared = self.shared  # every layer's pattern mask shares what needs no pattern
@@ -158,8 +180,21 @@ class AttentionMask:
 
     @property
     def restricts_only_causally(self) -> bool:
-        """No padding, pattern or explicit factor (the causal factor may be set)."""
-        return self.key_padding is None and self.pattern is None and self.explicit is None
+        """No padding, document, pattern or explicit factor (the causal factor may be set)."""
+        return (
+            self.key_padding is None
+            and self.pattern is None
+            and self.explicit is None
+            and self.key_docs is None
+        )
+
+    def same_document(self) -> Tensor | None:
+        """(B, Tq, Tk) bool: the key is in the query's document; None without documents."""
+        if self.key_docs is None:
+            return None
+        if "documents" not in self._made:
+            self._made["documents"] = self.query_docs[:, :, None] == self.key_docs[:, None, :]
+        return self._made["documents"]
 
     @property
     def sdpa_causal(self) -> bool:
@@ -194,6 +229,8 @@ class AttentionMask:
                 keep = keep & (k <= q)
             if self.key_padding is not None:
                 keep = keep & self.key_padding.to(torch.bool)[:, None, :]  # (B, Tq, Tk)
+            if self.key_docs is not None:
+                keep = keep & self.same_document()  # (B, Tq, Tk)
             keep = keep[:, None]  # (B or 1, 1, Tq, Tk)
             if self.explicit is not None:
                 keep = keep & self.explicit
@@ -204,8 +241,10 @@ class AttentionMask:
         """(B or 1, 1, Tq, 1) bool, True for queries with no visible key; None if none can be."""
         if "empty" not in self._made:
             keep = self.allowed()
+            # every query sees itself when only causal and document factors (self-attention)
+            only_own = self.key_padding is None and self.pattern is None and self.explicit is None
             can_be_empty = keep is not None and not (
-                self.restricts_only_causally and self.q_offset >= 0
+                only_own and self.own_docs and self.q_offset >= 0
             )
             self._made["empty"] = ~keep.any(dim=-1, keepdim=True) if can_be_empty else None
         return self._made["empty"]
@@ -254,11 +293,11 @@ class AttentionMask:
             from torch.nn.attention.flex_attention import create_block_mask
 
             per_batch = self.key_padding is not None or self.explicit is not None
+            per_batch = per_batch or self.key_docs is not None
             per_batch = per_batch or getattr(self.pattern, "per_batch", False)
             if per_batch and batch is None:
-                batch = (self.key_padding if self.key_padding is not None else self.explicit).shape[
-                    0
-                ]
+                rows = (self.key_padding, self.key_docs, self.explicit)
+                batch = next(t for t in rows if t is not None).shape[0]
             self._made[key] = create_block_mask(
                 self.mask_mod(),
                 batch if per_batch else None,
@@ -273,6 +312,7 @@ class AttentionMask:
         """The factors as FlexAttention's mask_mod(b, h, q_idx, kv_idx) -> bool."""
         offset, k_len = self.q_offset, self.k_len
         pattern, causal, pad, explicit = self.pattern, self.causal, self.key_padding, self.explicit
+        q_docs, k_docs = self.query_docs, self.key_docs
 
         def mask_mod(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
             qi = q_idx + offset
@@ -285,6 +325,8 @@ class AttentionMask:
                 ok = ok & pad[b, kv_idx]
             if explicit is not None:
                 ok = ok & explicit[b if explicit.shape[0] > 1 else 0, 0, q_idx, kv_idx]
+            if k_docs is not None:
+                ok = ok & (q_docs[b, q_idx] == k_docs[b, kv_idx])
             return ok
 
         return mask_mod

@@ -13,6 +13,7 @@ from torch.utils.checkpoint import checkpoint
 from .aux_loss import aux_loss_modules, pooled_aux_loss, reset_aux_losses
 from .cache import CrossCache, KVCache, LayerCache
 from .costs import kv_cache_values
+from .documents import check_document_ids, document_positions, document_runs
 from .input_checks import LANGS, InputChecks, check_label_values, describe, values_trusted
 from .interfaces import Attention, AttentionContext, Embedding, Head, Position
 from .masks import AttentionMask
@@ -141,16 +142,28 @@ class Stack(nn.Module):
         record: StackRecord | None = None,
         attention_inputs: Mapping[str, Tensor] | None = None,
         langs: Tensor | None = None,
+        documents: Tensor | None = None,
+        memory_documents: Tensor | None = None,
     ) -> Tensor:
         """Hidden states (B, T, D). With a cache, input_ids are the new tokens only and
         attention_mask (if any) covers every cached token plus the new ones. `record`
         collects hidden states and requested attention probabilities. attention_inputs:
         per-batch tensors for the attention components (ctx.inputs); langs: language ids
-        for an embedding with a language table (XLM)."""
+        for an embedding with a language table (XLM). documents (B, T): run numbers of a
+        packed row (archzoo.documents), memory_documents (B, Tm) the memory's: attention
+        stays inside a document and positions restart in each."""
         B, T = input_ids.shape
         past = 0 if cache is None else cache.length
+        if documents is not None and cache is not None:
+            raise ValueError(
+                "document_ids (packed rows) cannot be used with a KV cache: decode each "
+                "document in a row of its own"
+            )
         if position_ids is None:
-            position_ids = self.position.position_ids(input_ids, past)
+            if documents is None:
+                position_ids = self.position.position_ids(input_ids, past)
+            else:
+                position_ids = document_positions(documents)
         languages = {} if langs is None else {"langs": langs}  # only embeddings that have them
         x = self.embedding(  # before the cache advances: a refused position leaves it as it was
             input_ids, token_type_ids, self.position.embed(position_ids), **languages
@@ -161,7 +174,12 @@ class Stack(nn.Module):
         if attention_mask is not None and getattr(self.embedding.cfg, "zero_padded", False):
             x = x * attention_mask[:, -T:, None].to(x.dtype)  # (B, T, 1): padded rows are 0
         mask = AttentionMask.build(
-            T, k_pos.shape[1], causal=self.causal, key_padding=key_padding, device=input_ids.device
+            T,
+            k_pos.shape[1],
+            causal=self.causal,
+            key_padding=key_padding,
+            key_docs=documents,
+            device=input_ids.device,
         )
         state = self.position.prepare(position_ids, k_pos)
         ctx = AttentionContext(
@@ -175,7 +193,13 @@ class Stack(nn.Module):
         cross_ctx = None
         if memory is not None:
             cross_mask = AttentionMask.build(
-                T, memory.shape[1], causal=False, key_padding=memory_mask, device=memory.device
+                T,
+                memory.shape[1],
+                causal=False,
+                key_padding=memory_mask,
+                key_docs=memory_documents,
+                query_docs=None if memory_documents is None else documents,
+                device=memory.device,
             )
             cross_ctx = AttentionContext(cross_mask)
         recompute = self.checkpointing and self.training and torch.is_grad_enabled()
@@ -318,6 +342,8 @@ class ZooModel(nn.Module):
         shift_labels: Tensor | None = None,
         num_items_in_batch: float | Tensor | None = None,
         label_smoothing: float = 0.0,
+        document_ids: Tensor | None = None,
+        decoder_document_ids: Tensor | None = None,
         **inputs: Tensor,
     ) -> ModelOutput:
         """Run the model; `labels` (-100 ignored) add a loss.
@@ -338,6 +364,10 @@ class ZooModel(nn.Module):
         ignored), given instead of `labels`; the loss is then the token loss alone (no
         auxiliary loss), with `label_smoothing`, and summed over scored tokens and divided by
         `num_items_in_batch` when given (gradient accumulation). `zoo train` uses it.
+        `document_ids` (B, T): packed rows, several documents per row (archzoo.documents);
+        attention stays inside each document and positions restart in each. An
+        encoder-decoder model takes `decoder_document_ids` for the decoder rows as well.
+        Labels that cross a document boundary are the caller's to ignore (-100).
         """
         if inputs:
             attention_inputs = {**(attention_inputs or {}), **self._keyword_inputs(inputs)}
@@ -377,7 +407,19 @@ class ZooModel(nn.Module):
             self._check_cache(
                 cache, decoder_input_ids if self.family == "encoder-decoder" else input_ids
             )
+        docs: tuple[Tensor | None, Tensor | None] = (None, None)
+        if document_ids is not None or decoder_document_ids is not None:
+            docs = self._documents(
+                document_ids, decoder_document_ids, input_ids, decoder_input_ids, encoder_outputs
+            )
+            if choices is not None:
+                raise ValueError(
+                    f"document_ids: head {self.head.name!r} takes (batch, choices, seq) "
+                    "inputs; packed rows are for token-level heads"
+                )
         encoder_extra = {**extra, "langs": langs}
+        if docs[0] is not None:
+            encoder_extra["documents"] = docs[0]
         if self.family == "encoder":
             hidden = self.encoder(
                 input_ids,
@@ -411,6 +453,8 @@ class ZooModel(nn.Module):
                 )
             else:
                 rec.pop("encoder", None)  # the encoder did not run
+            if docs[1] is not None:
+                extra.update(documents=docs[1], memory_documents=docs[0])
             hidden = self.decoder(
                 decoder_input_ids,
                 decoder_attention_mask,
@@ -469,6 +513,40 @@ class ZooModel(nn.Module):
             **named,
             **self._recorded(rec),
         )
+
+    def _documents(
+        self,
+        document_ids: Tensor | None,
+        decoder_document_ids: Tensor | None,
+        input_ids: Tensor | None,
+        decoder_input_ids: Tensor | None,
+        encoder_outputs: Tensor | None,
+    ) -> tuple[Tensor | None, Tensor | None]:
+        """Run numbers (archzoo.documents) of the first stack's rows and of the decoder's."""
+        if self.family != "encoder-decoder":
+            if decoder_document_ids is not None:
+                raise ValueError(
+                    f"decoder_document_ids is for encoder-decoder models; this {self.family} "
+                    "model takes document_ids"
+                )
+            check_document_ids(document_ids, "document_ids", input_ids.shape, "input_ids")
+            return document_runs(document_ids), None
+        if document_ids is None or decoder_document_ids is None:
+            given = "document_ids" if document_ids is not None else "decoder_document_ids"
+            raise ValueError(
+                f"{given} was given alone: an encoder-decoder model packs both sides, so it "
+                "needs document_ids (encoder rows) and decoder_document_ids (decoder rows)"
+            )
+        source = input_ids if encoder_outputs is None else encoder_outputs
+        of = "input_ids" if encoder_outputs is None else "encoder_outputs"
+        check_document_ids(document_ids, "document_ids", source.shape[:2], of)
+        check_document_ids(
+            decoder_document_ids,
+            "decoder_document_ids",
+            decoder_input_ids.shape,
+            "decoder_input_ids",
+        )
+        return document_runs(document_ids), document_runs(decoder_document_ids)
 
     def _keyword_inputs(self, inputs: Mapping[str, Any]) -> dict[str, Tensor]:
         """Keywords naming a per-batch input of this model's attention layers; others refused."""

@@ -36,7 +36,7 @@ def test_components_page_is_generated_from_the_registry():
             assert f"### {cls.kind}:{cls.name}" in page
 
 
-@pytest.mark.parametrize("doc", ["README.md", "docs/generation.md"])
+@pytest.mark.parametrize("doc", ["README.md", "docs/generation.md", "docs/training.md"])
 def test_python_examples_run(doc, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # examples that save files write here
     torch.manual_seed(0)

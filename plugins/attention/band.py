@@ -26,9 +26,10 @@ def band_applies(
     q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, scoring: dict[str, Any]
 ) -> bool:
     """The band path computes exactly this call: a band pattern, plain softmax scores, no
-    dropout, on the CPU (SDPA with log-sum-exp), and no gradient needed through the merge."""
-    if mask.pattern is None or mask.pattern.band() is None:
-        return False
+    dropout, on the CPU (SDPA with log-sum-exp), no gradient needed through the merge, and
+    one document per row."""
+    if mask.pattern is None or mask.pattern.band() is None or mask.key_docs is not None:
+        return False  # packed rows take the blocked path
     plain = scoring.get("sinks") is None and scoring.get("softcap") is None
     needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
     return (

@@ -94,6 +94,11 @@ class BigBirdAttention(SparseAttention, name="bigbird", kv_cache=False):
             return super().forward(x, ctx)
         if ctx.mask.causal or ctx.mask.q_offset or ctx.cache is not None:
             raise ValueError("bigbird random_draws: first_block is bidirectional self-attention")
+        if ctx.mask.key_docs is not None:
+            raise ValueError(
+                "bigbird random_draws: first_block (HF's eval-mode layout) takes one document "
+                "per row; for packed rows (document_ids) use random_draws: hashed"
+            )
         q, k, v = self.project(x, ctx, None)  # (B, H, T, hd)
         scale = self.scale if self.scale is not None else self.head_dim**-0.5
         count = 1 + self.cfg.random_blocks

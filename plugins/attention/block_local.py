@@ -119,6 +119,10 @@ class BlockLocalAttention(
         vw = three_block_windows(v.transpose(1, 2), block).transpose(2, 3)
         near = window_offsets(block, q.device).abs() <= radius  # (bl, 3bl)
         keep = near & three_block_windows(valid, block)[:, :, None, :]  # (B|1, nb, bl, 3bl)
+        docs = ctx.mask.key_docs
+        if docs is not None:  # packed rows: a window's keys of the query's document only
+            q_docs = F.pad(ctx.mask.query_docs, (0, Tp - T)).view(B, nb, block, 1)
+            keep = keep & (three_block_windows(docs, block)[:, :, None, :] == q_docs)
         bias = self._window_bias(ctx, q, k)
         mask = torch.zeros(1, 1, 1, block, 3 * block, dtype=q.dtype, device=q.device)
         if bias is not None:
@@ -188,6 +192,8 @@ class BlockLocalAttention(
         scale = self._score_scale()
         pos = torch.arange(T, device=q.device)
         keep = ((pos[:, None] - pos[None, :]).abs() <= self.cfg.radius) & valid[:, None, :]
+        if ctx.mask.key_docs is not None:
+            keep = keep & ctx.mask.same_document()  # (B, T, T)
         scores = torch.zeros(1, 1, T, T, dtype=torch.float32, device=q.device)
         if ctx.position is not None:
             bias = ctx.position.score_bias(ctx.position_state, q, k, scale)  # (B|1, H, T, T)

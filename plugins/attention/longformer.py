@@ -209,12 +209,15 @@ class GlobalProjections(GlobalQKV):
         xs = x[:, None]  # (B, 1, T, d): keys and values are x itself
         scale = scoring.get("scale") or hd**-0.5
         valid = rows >= 0  # (B, G)
-        if mask.causal or mask.key_padding is not None or not bool(valid.all()):
+        docs = mask.key_docs
+        if mask.causal or mask.key_padding is not None or docs is not None or not bool(valid.all()):
             keep = valid[:, :, None].expand(B, G, T)  # (B, G, T): every key the mask allows
             if mask.causal:
                 keep = keep & (torch.arange(T, device=x.device) <= at[:, :, None])
             if mask.key_padding is not None:
                 keep = keep & mask.key_padding.bool()[:, None, :]
+            if docs is not None:  # a global row sees its own document only
+                keep = keep & (mask.query_docs.gather(1, at)[:, :, None] == docs[:, None, :])
             valid = keep.any(-1)  # (B, G) rows with some key (the others give zeros)
             keep = keep[:, None].expand(B, H, G, T).reshape(B, 1, H * G, T)
             px = masked_sdpa(qx, xs, xs, keep, scale=scale)  # (B, 1, H*G, d): sum_t p_t x_t

@@ -213,6 +213,8 @@ def _rows_attention(
         keep = keep & (kpos[None, None, :] <= idx[:, :, None])
     if mask.key_padding is not None:
         keep = keep & mask.key_padding[:, None, :]
+    if mask.key_docs is not None:  # a global row sees its own document only
+        keep = keep & (mask.query_docs.gather(1, idx)[:, :, None] == mask.key_docs[:, None, :])
     return masked_sdpa(q_rows, k, v, keep[:, None], **scoring)  # (B, 1, G, T)
 
 
@@ -283,6 +285,9 @@ def _blocked_attention(
         kmask = kmask & (kpos[:, None, :] <= qpos[:, :, None])
     if key_padding is not None:
         kmask = kmask & key_padding[:, kidx][:, :, None, :]  # (B, nb, 1, K*bs)
+    if mask.key_docs is not None:  # packed rows: keys of the query's document only
+        same = mask.key_docs[:, kidx][:, :, None, :] == mask.query_docs[:, q_c][..., None]
+        kmask = kmask & same  # (B, nb, bs, K*bs)
     keep = keep & kmask
     keep = keep if keep.dim() == 4 else keep[None]
     keep = keep.expand(B, nb, bs, K * bs).reshape(B * nb, 1, bs, K * bs)

@@ -24,6 +24,19 @@ def global_block_ids(valid: Tensor, size: int) -> Tensor:
     return torch.minimum(ids, last)
 
 
+def summary_documents(docs: Tensor, slot: Tensor, n: int) -> Tensor:
+    """(B, T, G) bool: summary g sums tokens of token t's document alone (packed rows:
+    a summary over two documents is hidden from both). docs, slot (B, T): each token's
+    document and summary (n: none)."""
+    B = docs.shape[0]
+    low = docs.new_full((B, n + 1), torch.iinfo(docs.dtype).max).scatter_reduce(
+        1, slot, docs, "amin"
+    )
+    high = docs.new_full((B, n + 1), -1).scatter_reduce(1, slot, docs, "amax")
+    pure = (low == high)[:, :n]  # (B, G) one document, and some token
+    return pure[:, None, :] & (docs[:, :, None] == low[:, None, :n])
+
+
 class TransientGlobalAttention(BlockLocalAttention, name="transient_global", accepts_rotate=False):
     """LongT5 transient-global: block-local plus a summary key per global block"""
 
@@ -64,6 +77,8 @@ class TransientGlobalAttention(BlockLocalAttention, name="transient_global", acc
         blocks = torch.arange(G, device=x.device)
         filled = blocks[None, :] <= ids.max(-1, keepdim=True).values  # (B, G) has real tokens
         keep = valid.expand(B, T)[:, :, None] & filled[:, None, :]  # (B, T, G)
+        if ctx.mask.key_docs is not None:
+            keep = keep & summary_documents(ctx.mask.key_docs, slot, G)  # (B, T, G)
         return SideKeys(
             k, v, keep, self._summary_bias(ctx, blocks[None, None, :] - ids[:, :, None])
         )
