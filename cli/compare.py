@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from .common import human, parse_sets, spec_source, table
-from .train import make_config, train_options
+from .common import human, spec_source, table
+from .train import make_config, spec_overrides, train_options
 
 
 def _loss(spread: dict[str, float] | None, seeds: int) -> str:
@@ -97,7 +97,7 @@ def compare_cmd(
         seeds=seeds,
         match=match,
         match_by=match_by,
-        overrides=parse_sets(options["sets"]),
+        overrides=spec_overrides(options),
     )
     print_report(report)
     written = [str(Path(out) / "results.json")]

@@ -101,6 +101,12 @@ def train_options(f):  # noqa: ANN001, ANN201 - a click decorator stack
             help="Share of the data held out.",
         ),
         click.option("--no-progress", is_flag=True, help="No progress bar."),
+        click.option(
+            "--mup-base-width",
+            type=click.IntRange(min=1),
+            metavar="N",
+            help="muP with base width N: the same as --set mup.base_width=N (docs/mup.md).",
+        ),
         SET_OPTION,
     ]
     for opt in reversed(opts):
@@ -114,11 +120,19 @@ def _defaults():  # noqa: ANN202
     return TrainConfig()
 
 
+def spec_overrides(options: dict) -> dict:
+    """The --set overrides, with --mup-base-width as mup.base_width."""
+    overrides = parse_sets(options["sets"])
+    if options.get("mup_base_width") is not None:
+        overrides["mup.base_width"] = options["mup_base_width"]
+    return overrides
+
+
 def make_config(out: str, options: dict, **extra):  # noqa: ANN001, ANN003, ANN201
     """A TrainConfig from the parsed click options."""
     from archzoo.training import TrainConfig
 
-    opts = {k: v for k, v in options.items() if k not in ("sets", "no_progress")}
+    opts = {k: v for k, v in options.items() if k not in ("sets", "no_progress", "mup_base_width")}
     opts["data"] = list(opts["data"])
     return TrainConfig(out=out, progress=not options["no_progress"], **opts, **extra)
 
@@ -160,7 +174,7 @@ def train_cmd(
     cfg = make_config(
         out, options, seed=seed, save_every=save_every, stop_at=stop_at, resume=resume, fsdp=fsdp
     )
-    result = train(spec_source(spec), cfg, parse_sets(options["sets"]))
+    result = train(spec_source(spec), cfg, spec_overrides(options))
     history = result["history"]
     if not history or (result.get("rank", 0) != 0):
         return

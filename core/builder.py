@@ -14,6 +14,7 @@ from torch import nn
 from .interfaces import Dims, NormFactory
 from .memory import check_fits
 from .model import Stack, ZooModel
+from .mup import hidden_matrices, scale_hidden_init, widened_source, width_ratio
 from .plan import BuildPlan, LayerPlan, Part, StackPlan
 from .registry import Registry, get_registry
 from .spec import Spec, load_spec
@@ -49,9 +50,19 @@ def build_model(
         model = assemble(spec, spec.plan)
         if not meta:
             init_weights(model, spec.data["init_std"])
+    if not meta and spec.data["mup"]:
+        scale_hidden_init(model, hidden_matrix_names(spec, model), width_ratio(spec.data))
     if dtype is not None:
         model = model.to(dtype)
     return model
+
+
+def hidden_matrix_names(spec: Spec, model: nn.Module) -> list[str]:
+    """muP's hidden matrices of `model` (built from `spec`): the parameters with two
+    dimensions that grow when the spec is built at twice its width (on meta, no memory)."""
+    wide = load_spec(widened_source(spec.source_data()), registry=spec.plan.registry)
+    with torch.device("meta"), skip_torch_init():
+        return hidden_matrices(model, assemble(wide, wide.plan))
 
 
 def model_bytes(spec: Spec) -> int:

@@ -48,6 +48,9 @@ class Capabilities:
     generates: bool = False  # head: its logits score the next token, so `generate` can use it
     token_ids: bool = False  # head: forward and hidden_loss take input_ids= (pooling at a token)
     choices: bool = False  # head: inputs are (B, C, T), one sequence per choice (multiple choice)
+    mup: bool = (
+        False  # attention: scores use dims.score_exponent; head: logits dims.output_multiplier
+    )
 
 
 @dataclass

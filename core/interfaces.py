@@ -35,6 +35,8 @@ class Dims:
     attention_dropout: float
     init_std: float
     pad_token_id: int | None = None
+    score_exponent: float = 0.5  # attention scores x head size ** -this (muP: 1, core/mup.py)
+    output_multiplier: float = 1.0  # the LM readout's logits x this (muP: base_width / d_model)
 
 
 class Embedding(Component):

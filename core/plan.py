@@ -14,6 +14,7 @@ from torch import nn
 
 from .component import Component
 from .interfaces import Dims
+from .mup import mup_dims
 from .registry import Registry
 from .spec_fields import STACKS
 
@@ -156,8 +157,8 @@ def stack_config(data: dict[str, Any], which: str) -> dict[str, Any]:
 
 def stack_dims(cfg: dict[str, Any]) -> Dims:
     """Dims of one stack's effective (resolved) config."""
-    names = [f.name for f in dataclasses.fields(Dims)]
-    return Dims(**{n: cfg[n] for n in names})
+    names = [f.name for f in dataclasses.fields(Dims) if f.name in cfg]
+    return Dims(**{n: cfg[n] for n in names}, **mup_dims(cfg))
 
 
 def component_config(reg: Registry, kind: str, comp: dict[str, Any]) -> Any:

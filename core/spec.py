@@ -37,6 +37,7 @@ from .spec_fields import (
     STACK_KEYS,
     STACKS,
     ModelFields,
+    MupFields,
 )
 from .spec_sources import (  # noqa: F401 - list_models, find_model, parse_override: public
     apply_overrides,
@@ -175,6 +176,33 @@ class _Resolver:
             out[f.name] = value
         return out
 
+    def mup(self, value: Any) -> dict | None:
+        """Check `mup:` (null, or a mapping of MupFields keys with base_width set)."""
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            self.issue(("mup",), f"must be null or a mapping {{base_width: N}}, got {value!r}")
+            return None
+        hints = typing.get_type_hints(MupFields)
+        fields = {f.name: f for f in dataclasses.fields(MupFields)}
+        for key in value:
+            if key not in fields:
+                self.issue(
+                    ("mup", key),
+                    f"unknown key of mup; known: {', '.join(fields)}",
+                    closest(key, fields),
+                )
+        out = {}
+        for name, f in fields.items():
+            v = value.get(name, f.default)
+            err = check_value(v, hints[name], dict(f.metadata))
+            if err:
+                self.issue(("mup", name), err)
+            elif v is None:
+                self.issue(("mup", name), "is required when mup is set")
+            out[name] = v
+        return out
+
     def component(self, kind: str, value: Any, path: tuple) -> dict | None:
         """Resolve one component value to {kind: name, every param explicit}."""
         value = as_component(value)
@@ -287,6 +315,7 @@ def resolve(data: dict, locs: Locs | None = None, registry: Registry | None = No
         if key not in allowed_top:
             r.issue((key,), "unknown key", closest(key, sorted(allowed_top)))
     out = r.fields(data, (), None)
+    out["mup"] = r.mup(out["mup"])
     out.pop("extends", None)
     out["extends"] = None
     out.update(r.components(data, None, (), COMPONENT_KEYS))

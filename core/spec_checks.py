@@ -40,6 +40,8 @@ def check_plan(plan: BuildPlan, data: dict[str, Any], report: Report) -> None:
         prefix = (stack.role.which,) if plan.family == "encoder-decoder" else ()
         check_stack(stack, prefix, report)
         est += size_estimate(stack)
+    if data["mup"]:
+        check_mup(plan, report)
     if data["max_len"] > MAX_LEN:  # position tables, caches and masks scale with it
         report(("max_len",), f"must be <= {MAX_LEN}, got {data['max_len']}")
     if est > SIZE_LIMIT:
@@ -72,6 +74,27 @@ def check_stack(stack: StackPlan, prefix: tuple, report: Report) -> None:
                 f"layer {i} shares parameters with another layer but has different components",
             )
             return
+
+
+def check_mup(plan: BuildPlan, report: Report) -> None:
+    """muP sets the attention scale and the readout multiplier: every attention and the head
+    must declare that they apply them (the `mup` capability)."""
+    if not plan.head.cls.capabilities.mup:
+        report(
+            ("mup", "base_width"),
+            f"head {plan.head.cls.name!r} does not apply muP's output multiplier",
+        )
+    refused = {
+        layer.attention.cls.name
+        for stack in plan.stacks
+        for layer in stack.layers
+        if not layer.attention.cls.capabilities.mup
+    }
+    for name in sorted(refused):
+        report(
+            ("mup", "base_width"),
+            f"attention {name!r} does not apply muP's 1/head_dim attention scale",
+        )
 
 
 def check_layer_position(position: Part, stack: StackPlan, path: tuple, report: Report) -> None:

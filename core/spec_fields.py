@@ -52,6 +52,9 @@ class ModelFields:
         None, "dropout on attention probabilities; null means dropout", min=0.0, lt=1.0
     )
     init_std: float = param(0.02, "std of the normal init of weights", gt=0.0)
+    mup: dict | None = param(
+        None, "muP: {base_width: N} scales init, learning rates and multipliers by d_model / N"
+    )
     pad_token_id: int | None = param(None, "padding token id", min=0)
     bos_token_id: int | None = param(None, "beginning-of-sequence token id", min=0)
     eos_token_id: int | list[int] | None = param(None, "end-of-sequence token id(s)")
@@ -64,6 +67,15 @@ class ModelFields:
     tie_embeddings: bool = param(True, "encoder-decoder: one token table for both stacks")
     activation_checkpointing: bool = param(
         False, "training: recompute each block in backward instead of storing activations"
+    )
+
+
+@dataclass
+class MupFields:
+    """The keys of `mup:` (the maximal-update parametrisation, Yang et al., Tensor Programs V)."""
+
+    base_width: int | None = param(
+        None, "d_model at which muP's init and learning rates equal the spec's own", min=1
     )
 
 

@@ -87,7 +87,7 @@ def test_flags_apply_over_the_inherited_capabilities():
         """mha without a KV cache"""
 
     assert MultiHeadAttention.capabilities.kv_cache and MultiHeadAttention.capabilities.cross
-    assert NoCacheMHA.capabilities == Capabilities(cross=True, kv_cache=False)
+    assert NoCacheMHA.capabilities == Capabilities(cross=True, kv_cache=False, mup=True)
     assert NoCacheMHA.Config is MultiHeadAttention.Config  # no Config: the parent's
 
 
@@ -124,7 +124,7 @@ def test_a_builtin_declared_in_the_class_line_reads_as_before():
     mha = get_registry().get("attention", "mha")
     assert mha.name == "mha" and mha.kind == "attention"
     assert mha.summary.startswith("dense multi-head attention")
-    assert mha.capabilities == Capabilities(cross=True, kv_cache=True)
+    assert mha.capabilities == Capabilities(cross=True, kv_cache=True, mup=True)
 
 
 def test_converter_class_line_sets_the_type_attributes():

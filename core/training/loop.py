@@ -15,8 +15,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..builder import build_model
+from ..builder import build_model, hidden_matrix_names
 from ..memory import check_fits
+from ..mup import mup_param_groups, width_ratio
 from ..spec import Spec, load_spec
 from ..weights import save
 from .checkpoint import CHECKPOINT, full_model_state, load_checkpoint, read_info, save_checkpoint
@@ -98,8 +99,17 @@ def wrap(model: nn.Module, ranks: Ranks, fsdp: bool) -> nn.Module:
     return model
 
 
-def optimizer_for(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
-    """AdamW; weight decay on matrices only (not on biases, norms' gains)."""
+def optimizer_for(
+    model: nn.Module, cfg: TrainConfig, spec: Spec | None = None
+) -> torch.optim.AdamW:
+    """AdamW; weight decay on matrices only (not on biases, norms' gains); under the spec's
+    muP, hidden matrices at lr / r with decay x r (core/mup.py)."""
+    if spec is not None and spec.data["mup"]:
+        inner = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+        hidden = hidden_matrix_names(spec, inner)
+        ratio = width_ratio(spec.data)
+        groups = mup_param_groups(inner, hidden, ratio, cfg.lr, cfg.weight_decay)
+        return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]
     groups = [
@@ -211,7 +221,7 @@ def _train(
     params = model.num_parameters()
     check_head(model, spec.data["vocab_size"])
     net = wrap(model, ranks, cfg.fsdp)
-    opt = optimizer_for(net, cfg)
+    opt = optimizer_for(net, cfg, spec)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda e: lr_factor(cfg.schedule, cfg.warmup, cfg.steps, cfg.min_lr_ratio)(e + 1)
     )

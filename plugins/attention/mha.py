@@ -20,7 +20,7 @@ from .sinks import flex_lse_available, flex_with_sinks, sink_attention
 from .softcap import capped_probs, softcap_score_mod
 
 
-class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
+class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True, mup=True):
     """dense multi-head attention (n_kv_heads for MQA/GQA) via scaled_dot_product_attention"""
 
     class Config:
@@ -97,9 +97,11 @@ class MultiHeadAttention(Attention, name="mha", cross=True, kv_cache=True):
         self.out = linear(q_dim, d, bias=out_bias)
         self.dropout = dims.attention_dropout
         self.scale = cfg.scale
+        if cfg.scale is None and dims.score_exponent != 0.5:  # muP: 1 / head_dim
+            self.scale = dims.head_dim**-dims.score_exponent
         self.query_scale = None  # set: q is scaled on projection and scores are not
         if cfg.scale_query:
-            self.query_scale = cfg.scale if cfg.scale is not None else dims.head_dim**-0.5
+            self.query_scale = self.scale if self.scale is not None else dims.head_dim**-0.5
             self.scale = 1.0
         self.q_norm = self.k_norm = None
         if cfg.qk_norm != "none" and not cross:

@@ -21,7 +21,7 @@ from archzoo.component import param
 from archzoo.interfaces import Attention, AttentionContext, NormFactory
 
 
-class MultiHeadLatentAttention(Attention, name="mla", kv_cache=True, accepts_bias=False):
+class MultiHeadLatentAttention(Attention, name="mla", kv_cache=True, accepts_bias=False, mup=True):
     """multi-head latent attention (DeepSeek-V2/V3): a compressed KV latent + decoupled rotary key"""
 
     class Config:
@@ -62,7 +62,8 @@ class MultiHeadLatentAttention(Attention, name="mla", kv_cache=True, accepts_bia
         self.kv_b = nn.Linear(self.rank, h * (self.nope + self.v_dim), bias=False)
         self.out = nn.Linear(h * self.v_dim, d, bias=cfg.bias)
         self.dropout = dims.attention_dropout
-        self.scale = cfg.scale if cfg.scale is not None else (self.nope + self.rope) ** -0.5
+        score_dim = self.nope + self.rope  # muP (dims.score_exponent 1): 1 / score_dim
+        self.scale = cfg.scale if cfg.scale is not None else score_dim**-dims.score_exponent
 
     @classmethod
     def cross_attention(cls, cfg: Any, dims: Any, **parts: Any) -> Attention:

@@ -13,7 +13,7 @@ from archzoo.interfaces import Embedding, Head
 from .losses import linear_cross_entropy, token_cross_entropy
 
 
-class LMHead(Head, name="lm", generates=True):
+class LMHead(Head, name="lm", generates=True, mup=True):
     """project to vocabulary logits (tied to the input embedding or its own weights)"""
 
     families = ("decoder", "encoder-decoder")
@@ -45,7 +45,7 @@ class LMHead(Head, name="lm", generates=True):
         else:
             self.fixed_bias = None
         self.shift = family == "decoder" if cfg.shift is None else cfg.shift
-        self.multiplier = dims.d_model**-0.5 if cfg.rescale else 1.0
+        self.multiplier = (dims.d_model**-0.5 if cfg.rescale else 1.0) * dims.output_multiplier
 
     def features(self, hidden: Tensor) -> Tensor:
         """What the vocabulary projection sees: (B, T, d_model) -> (B, T, E)."""

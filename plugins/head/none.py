@@ -10,7 +10,7 @@ from archzoo.component import param
 from archzoo.interfaces import Head
 
 
-class NoHead(Head, name="none"):
+class NoHead(Head, name="none", mup=True):
     """no task head; outputs are the last hidden states (and an optional pooler output)"""
 
     class Config:
