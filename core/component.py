@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import math
+import re
+import sys
+import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -152,6 +156,45 @@ def config_defaults(cls: type) -> dict[str, Any]:
     return out
 
 
+_EXPONENT = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+")
+MAX_INT = 2**63  # what torch and the tensors' int64 can hold
+
+
+def read_number(value: Any, tp: Any) -> Any:
+    """`value` with exponent notation (`1e-6`, a string in YAML 1.1) read as the number
+    it spells where `tp` takes a number (lists item by item); anything else unchanged."""
+    if isinstance(value, list) and typing.get_origin(tp) is list:
+        (arg,) = typing.get_args(tp) or (Any,)
+        return [read_number(v, arg) for v in value]
+    if not isinstance(value, str) or len(value) > 40 or not _EXPONENT.fullmatch(value.strip()):
+        return value
+    takes = _scalar_types(tp)
+    if float in takes:
+        return float(value)
+    if int in takes:
+        exact = decimal.Decimal(value.strip())
+        if exact.adjusted() < 19 and exact == exact.to_integral_value():  # else: refused as str
+            return int(exact)
+    return value
+
+
+def _scalar_types(tp: Any) -> set[Any]:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return {a for arg in typing.get_args(tp) for a in _scalar_types(arg)}
+    return {tp}
+
+
+def show(value: Any) -> str:
+    """`repr(value)` for a message; an integer past Python's int-to-text limit as its size."""
+    try:
+        text = repr(value)
+    except ValueError:
+        if isinstance(value, int):
+            return f"an integer of {value.bit_length()} bits"
+        return f"a {type(value).__name__} holding an integer too large to print"
+    return text
+
+
 def check_value(value: Any, tp: Any, meta: dict[str, Any]) -> str | None:
     """Return why `value` does not fit type `tp` and the field checks, or None when it does."""
     err = _check_type(value, tp)
@@ -160,16 +203,16 @@ def check_value(value: Any, tp: Any, meta: dict[str, Any]) -> str | None:
     if value is None:
         return None
     if "choices" in meta and value not in meta["choices"]:
-        return f"must be one of {list(meta['choices'])}, got {value!r}"
+        return f"must be one of {list(meta['choices'])}, got {show(value)}"
     lo, hi = meta.get("min"), meta.get("max")
     if lo is not None and value < lo:
-        return f"must be >= {lo}, got {value!r}"
+        return f"must be >= {lo}, got {show(value)}"
     if hi is not None and value > hi:
-        return f"must be <= {hi}, got {value!r}"
+        return f"must be <= {hi}, got {show(value)}"
     if meta.get("lt") is not None and value >= meta["lt"]:
-        return f"must be < {meta['lt']}, got {value!r}"
+        return f"must be < {meta['lt']}, got {show(value)}"
     if meta.get("gt") is not None and value <= meta["gt"]:
-        return f"must be > {meta['gt']}, got {value!r}"
+        return f"must be > {meta['gt']}, got {show(value)}"
     return None
 
 
@@ -179,7 +222,7 @@ def _check_type(value: Any, tp: Any) -> str | None:
         return None
     if origin is typing.Literal:
         allowed = typing.get_args(tp)
-        return None if value in allowed else f"must be one of {list(allowed)}, got {value!r}"
+        return None if value in allowed else f"must be one of {list(allowed)}, got {show(value)}"
     if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
         args = typing.get_args(tp)
         errs = [_check_type(value, a) for a in args]
@@ -188,10 +231,10 @@ def _check_type(value: Any, tp: Any) -> str | None:
         non_null = [a for a in args if a is not type(None)]
         if len(non_null) == 1:  # Optional[X]: say what X needs
             return _check_type(value, non_null[0])
-        return f"must be {_type_name(tp)}, got {type(value).__name__} {value!r}"
+        return f"must be {_type_name(tp)}, got {type(value).__name__} {show(value)}"
     if origin is list:
         if not isinstance(value, list):
-            return f"must be a list, got {type(value).__name__} {value!r}"
+            return f"must be a list, got {type(value).__name__} {show(value)}"
         (arg,) = typing.get_args(tp) or (Any,)
         for i, v in enumerate(value):
             err = _check_type(v, arg)
@@ -199,21 +242,25 @@ def _check_type(value: Any, tp: Any) -> str | None:
                 return f"item {i} {err}"
         return None
     if tp is type(None):
-        return None if value is None else f"must be null, got {value!r}"
+        return None if value is None else f"must be null, got {show(value)}"
     if tp is bool:
-        return None if isinstance(value, bool) else f"must be true or false, got {value!r}"
+        return None if isinstance(value, bool) else f"must be true or false, got {show(value)}"
     if tp is int:
         ok = isinstance(value, int) and not isinstance(value, bool)
-        return None if ok else f"must be an integer, got {type(value).__name__} {value!r}"
+        if ok and not -MAX_INT <= value < MAX_INT:
+            return f"must be a 64-bit integer, got {show(value)}"
+        return None if ok else f"must be an integer, got {type(value).__name__} {show(value)}"
     if tp is float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if ok and isinstance(value, int) and abs(value) > sys.float_info.max:
+            return f"must be a finite number, got {show(value)}"
         if ok and isinstance(value, float) and not math.isfinite(value):
-            return f"must be a finite number, got {value!r}"
-        return None if ok else f"must be a number, got {type(value).__name__} {value!r}"
+            return f"must be a finite number, got {show(value)}"
+        return None if ok else f"must be a number, got {type(value).__name__} {show(value)}"
     if tp is str:
         if not isinstance(value, str):
-            return f"must be a string, got {value!r}"
+            return f"must be a string, got {show(value)}"
         if printable(value) != value:  # would reach terminals through names and messages
-            return f"must not contain control characters, got {value!r}"
+            return f"must not contain control characters, got {show(value)}"
         return None
     return None

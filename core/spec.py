@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from .component import check_value
+from .component import check_value, read_number
 from .errors import SpecError, SpecIssue, closest, dotted
 from .plan import (  # noqa: F401 - component_config, stack_dims: re-exported for callers
     BuildPlan,
@@ -167,7 +167,7 @@ class _Resolver:
                         self.issue(path + (f.name,), "is required")
                     out[f.name] = f.default
                 continue
-            value = data[f.name]
+            value = read_number(data[f.name], hints[f.name])
             if f.name in REQUIRED and value is None:
                 self.issue(path + (f.name,), "is required")
             err = check_value(value, hints[f.name], dict(f.metadata))
@@ -230,10 +230,11 @@ class _Resolver:
                 )
         for fname, f in fields.items():
             if fname in value:
-                err = check_value(value[fname], hints[fname], dict(f.metadata))
+                given = read_number(value[fname], hints[fname])
+                err = check_value(given, hints[fname], dict(f.metadata))
                 if err:
-                    self.issue(path + (fname,), err, _choice_hint(value[fname], hints[fname], f))
-                out[fname] = value[fname]
+                    self.issue(path + (fname,), err, _choice_hint(given, hints[fname], f))
+                out[fname] = given
             else:
                 out[fname] = (
                     f.default if f.default is not dataclasses.MISSING else f.default_factory()

@@ -8,12 +8,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .errors import Location, SpecError, SpecIssue, closest
 from .registry import Registry, get_registry
 from .spec_fields import COMPONENT_KEYS, STACKS
-from .yaml_source import Locs, load_yaml, read_text
+from .yaml_source import Locs, YAMLSyntaxError, load_value, load_yaml, read_text
 
 MAX_EXTENDS = 64  # specs in one `extends` chain
 
@@ -225,11 +223,12 @@ def parse_override(text: str) -> tuple[str, Any]:
     if "=" not in text:
         raise SpecError([SpecIssue("", f"override {text!r} must look like KEY=VALUE")])
     key, raw = text.split("=", 1)
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else None
-    except yaml.YAMLError:
+    key = key.strip()
+    try:  # the spec loader's guards: an alias bomb or deep nesting is a SpecError naming `key`
+        value = load_value(raw, f"<override {key}>", tuple(key.split(".")))
+    except YAMLSyntaxError:  # not YAML: the text itself, as a string field would take it
         value = raw
-    return key.strip(), value
+    return key, value
 
 
 def apply_overrides(data: dict, locs: Locs, overrides: Mapping[str, Any] | None) -> None:

@@ -14,6 +14,7 @@ MAX_NODES = 100_000  # alias expansion guard ("billion laughs")
 MAX_BYTES = 1_000_000
 
 MAX_WRITTEN_NODES = 10_000  # nodes in the text itself, counted while parsing (zoo specs: < 200)
+MAX_DEPTH = 100  # nesting levels (zoo specs: < 8); deeper costs time, then a RecursionError
 
 Locs = dict[tuple, Location]
 
@@ -23,16 +24,27 @@ class _TooManyNodes(Exception):
         self.mark = mark
 
 
+class _TooDeep(_TooManyNodes):
+    pass
+
+
 class _CountingLoader(yaml.SafeLoader):
     """The safe loader, stopping at MAX_WRITTEN_NODES: a 1 MB flow list would take minutes."""
 
     written = 0
+    depth = 0
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
         self.written += 1
         if self.written > MAX_WRITTEN_NODES:
             raise _TooManyNodes(self.peek_event().start_mark)
-        return super().compose_node(parent, index)
+        if self.depth >= MAX_DEPTH:  # before the scanner's lookahead grows with the depth
+            raise _TooDeep(self.peek_event().start_mark)
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 def read_text(path: Path) -> str:
@@ -60,8 +72,26 @@ def read_text(path: Path) -> str:
         raise SpecError([SpecIssue("", msg, loc)]) from None
 
 
+class YAMLSyntaxError(SpecError):
+    """Text that does not parse as YAML, or holds control characters (as opposed to YAML
+    that a guard refuses)."""
+
+
 def load_yaml(text: str, file: str) -> tuple[Any, Locs]:
     """Parse one YAML document with the safe loader; return the data and key locations."""
+    return _load(text, file, (), empty_ok=False)
+
+
+def load_value(text: str, file: str, path: tuple) -> Any:
+    """One value (a `--set` override's) under the same guards as a spec file: size, nodes,
+    aliases, depth; issues name `path`. Text that is not YAML raises YAMLSyntaxError."""
+    if len(text) > MAX_BYTES:
+        msg = f"value is longer than {MAX_BYTES} characters ({len(text)})"
+        raise SpecError([SpecIssue(dotted(path), msg, Location(file, 1, 1))])
+    return _load(text, file, path, empty_ok=True)[0]
+
+
+def _load(text: str, file: str, root: tuple, empty_ok: bool) -> tuple[Any, Locs]:
     try:
         loader = _CountingLoader(text)  # refuses control characters already here
     except yaml.reader.ReaderError as exc:
@@ -69,14 +99,16 @@ def load_yaml(text: str, file: str) -> tuple[Any, Locs]:
         line, col = text.count("\n", 0, pos) + 1, pos - (text.rfind("\n", 0, pos) + 1) + 1
         code = exc.character if isinstance(exc.character, int) else ord(exc.character)
         msg = f"control character U+{code:04X} is not allowed in a spec"
-        raise SpecError([SpecIssue("", msg, Location(file, line, col))]) from None
+        raise YAMLSyntaxError([SpecIssue(dotted(root), msg, Location(file, line, col))]) from None
     try:
         node = loader.get_single_node()
         if node is None:
+            if empty_ok:
+                return None, {}
             raise SpecError([SpecIssue("", "spec is empty", Location(file, 1, 1))])
         walker = _Walker(loader, file)
-        data = walker.walk(node, ())
-        walker.locs[()] = walker.loc(node)  # where issues of missing keys point
+        data = walker.walk(node, root)
+        walker.locs[root] = walker.loc(node)  # where issues of missing keys point
         return data, walker.locs
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -84,16 +116,22 @@ def load_yaml(text: str, file: str) -> tuple[Any, Locs]:
         what = exc.problem or exc.context or "invalid YAML"
         if exc.context and exc.problem:
             what = f"{exc.context}: {exc.problem}"
-        raise SpecError([SpecIssue("", f"YAML syntax error: {what}", loc)]) from None
+        msg = f"YAML syntax error: {what}"
+        raise YAMLSyntaxError([SpecIssue(dotted(root), msg, loc)]) from None
     except yaml.YAMLError as exc:
-        raise SpecError([SpecIssue("", f"YAML error: {exc}", Location(file, 1, 1))]) from None
+        msg = f"YAML error: {exc}"
+        raise YAMLSyntaxError([SpecIssue(dotted(root), msg, Location(file, 1, 1))]) from None
+    except _TooDeep as exc:
+        loc = Location(file, exc.mark.line + 1, exc.mark.column + 1)
+        msg = f"YAML nests too deeply: more than {MAX_DEPTH} levels (a spec has a few)"
+        raise SpecError([SpecIssue(dotted(root), msg, loc)]) from None
     except _TooManyNodes as exc:
         loc = Location(file, exc.mark.line + 1, exc.mark.column + 1)
         msg = f"YAML has more than {MAX_WRITTEN_NODES} nodes (a spec has a few hundred)"
-        raise SpecError([SpecIssue("", msg, loc)]) from None
+        raise SpecError([SpecIssue(dotted(root), msg, loc)]) from None
     except RecursionError:  # the composer recurses once per nesting level
         msg = "YAML nests too deeply (more levels than a spec can have)"
-        raise SpecError([SpecIssue("", msg, Location(file, 1, 1))]) from None
+        raise SpecError([SpecIssue(dotted(root), msg, Location(file, 1, 1))]) from None
     finally:
         loader.dispose()
 
@@ -111,9 +149,8 @@ class _Walker:
     def walk(self, node: yaml.Node, path: tuple) -> Any:
         self.count += 1
         if self.count > MAX_NODES:
-            raise SpecError(
-                [SpecIssue("", f"YAML expands to more than {MAX_NODES} nodes", self.loc(node))]
-            )
+            msg = f"YAML expands to more than {MAX_NODES} nodes (aliases repeat what they name)"
+            raise SpecError([SpecIssue(_dotted(path), msg, self.loc(node))])
         if isinstance(node, yaml.MappingNode):
             self.loader.flatten_mapping(node)
             if node.tag != "tag:yaml.org,2002:map":
