@@ -8,6 +8,7 @@ import functools
 import importlib
 import importlib.metadata
 import os
+import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import pluggy
 
 from .component import KINDS, Capabilities, Component
+from .converter import Converter
 from .hooks import PROJECT, ArchzooSpec
 
 ENTRY_POINT_GROUP = "archzoo"
@@ -85,6 +87,24 @@ class Registrar:
             if not callable(getattr(converter, method, None)):
                 raise RegistryError(f"converter for {model_type!r} has no {method}() method")
         self.converters.append(converter)
+
+    def add_package(self, package: str) -> None:
+        """Register everything a package declares: each component class whose class line
+        names it (`class X(Norm, name="x")`) and each converter whose class line names its
+        `model_type`, in module order, so nothing is listed a second time."""
+        root = importlib.import_module(package)
+        modules = [root]
+        if hasattr(root, "__path__"):
+            for info in pkgutil.walk_packages(root.__path__, prefix=package + "."):
+                modules.append(importlib.import_module(info.name))
+        for module in modules:
+            for obj in vars(module).values():
+                if not isinstance(obj, type) or obj.__module__ != module.__name__:
+                    continue  # imported here, declared elsewhere
+                if issubclass(obj, Component) and "name" in vars(obj):
+                    self.add_component(obj)
+                elif issubclass(obj, Converter) and "model_type" in vars(obj):
+                    self.add_converter(obj())
 
     def add_zoo_dir(self, path: str | os.PathLike[str]) -> None:
         """Register a directory of `*.yaml` model specs."""

@@ -12,6 +12,7 @@ from torch import Tensor, nn
 import archzoo
 from archzoo import Registry, RegistryError, hookimpl, param
 from archzoo.interfaces import Norm
+from archzoo.registry import Registrar, get_registry
 
 
 class ScaleNorm(Norm):
@@ -145,3 +146,45 @@ def test_public_listing_functions():
     described = archzoo.get_registry().get("attention", "mha").describe()
     assert described["params"]["n_kv_heads"]["default"] is None
     assert "MQA" in described["params"]["n_kv_heads"]["doc"]
+
+
+def test_add_package_registers_what_is_declared_where_it_is_defined(tmp_path, monkeypatch):
+    pkg = tmp_path / "declpkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "norms.py").write_text(
+        "from archzoo.interfaces import Norm\n"
+        "class BaseNorm(Norm):\n"  # undeclared base: not a component
+        "    pass\n"
+        "class HalfNorm(BaseNorm, name='halfnorm'):\n"
+        "    '''Halve the input.'''\n"
+        "    def forward(self, x):\n"
+        "        return x / 2\n"
+    )
+    # imports a declared class from elsewhere: it must not be registered twice
+    (pkg / "reexport.py").write_text("from .sub.norms import HalfNorm\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    registrar = Registrar("declpkg")
+    registrar.add_package("declpkg")
+    assert [c.__name__ for c in registrar.components] == ["HalfNorm"]
+    assert registrar.converters == []
+
+
+def test_builtins_register_every_declared_class_once():
+    import archzoo.plugins as builtins_pkg
+
+    registrar = Registrar("builtins")
+    registrar.add_package(builtins_pkg.__name__)
+    names = [(c.kind, c.name) for c in registrar.components]
+    assert len(names) == len(set(names)) and len(names) >= 44
+    types = [c.model_type for c in registrar.converters]
+    assert len(types) == len(set(types)) and {"llama", "gpt2", "bert", "t5"} <= set(types)
+    # the registry built through the hook has exactly these
+    registry = get_registry()
+    assert sorted(names) == sorted(
+        (c.kind, c.name)
+        for c in registry.components()
+        if c.__module__.startswith("archzoo.plugins")
+    )
