@@ -9,7 +9,7 @@ from .common import SEED, SET_OPTION, parse_sets, spec_source
 
 def train_options(f):  # noqa: ANN001, ANN201 - a click decorator stack
     """Options shared by `zoo train` and `zoo compare`."""
-    from archzoo.training.config import DTYPES
+    from archzoo.training.config import DTYPES, OPTIMIZERS
     from archzoo.training.schedule import SCHEDULES
 
     d = _defaults()
@@ -66,6 +66,14 @@ def train_options(f):  # noqa: ANN001, ANN201 - a click decorator stack
             help="Where cosine ends, as a share of --lr.",
         ),
         click.option("--label-smoothing", type=float, default=d.label_smoothing, show_default=True),
+        click.option(
+            "--optimizer",
+            type=click.Choice(OPTIMIZERS),
+            default=d.optimizer,
+            show_default=True,
+            help="adamw, or muon: Muon on the blocks' hidden matrices, AdamW on embeddings, "
+            "heads, norms and biases (same --lr and --weight-decay).",
+        ),
         click.option("--weight-decay", type=float, default=d.weight_decay, show_default=True),
         click.option(
             "--beta2", type=float, default=d.beta2, show_default=True, help="AdamW beta2."

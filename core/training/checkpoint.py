@@ -22,6 +22,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from ..safe_write import write_safetensors
+from .optimizers import Optimizers
 
 FORMAT = "archzoo-train-1"
 CHECKPOINT = "checkpoint.safetensors"
@@ -36,16 +37,16 @@ def full_model_state(model: nn.Module) -> dict[str, torch.Tensor]:
 def save_checkpoint(
     path: Path,
     model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: Any,
+    opts: Optimizers,
     *,
     step: int,
     info: dict[str, Any],
     write: bool,
 ) -> None:
-    """Write the training state at `step` atomically (every rank must call; `write` on one)."""
+    """Write the training state at `step` atomically (every rank must call; `write` on one).
+    The optimizer's name is in `info`'s config and in the metadata."""
     model_sd = full_model_state(model)
-    optim_sd = get_optimizer_state_dict(model, optimizer, options=FULL)
+    optim_sd = get_optimizer_state_dict(model, opts.optimizers, options=FULL)
     if not write:
         return
     tensors = {f"model.{k}": v.detach().contiguous().clone() for k, v in model_sd.items()}
@@ -58,7 +59,8 @@ def save_checkpoint(
         "step": str(step),
         "info": json.dumps(info),
         "param_groups": json.dumps(optim_sd["param_groups"]),
-        "scheduler": json.dumps(scheduler.state_dict()),
+        "scheduler": json.dumps(opts.scheduler_states()),
+        "optimizer": str(info["config"].get("optimizer", "adamw")),
     }
     write_safetensors(path, tensors, metadata)  # atomic, no NumPy needed
 
@@ -88,23 +90,19 @@ def read_info(path: Path) -> tuple[int, dict[str, Any]]:
     return step, info
 
 
-def load_checkpoint(
-    path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any
-) -> int:
+def load_checkpoint(path: Path, model: nn.Module, opts: Optimizers) -> int:
     """Restore model, optimizer and scheduler in place; returns the step to continue after.
 
     A file whose tensors or optimizer/scheduler state do not fit the run is a ValueError
     naming it (torch would restore a missing model tensor silently from the fresh model)."""
     try:
-        return _load_checkpoint(path, model, optimizer, scheduler)
+        return _load_checkpoint(path, model, opts)
     except (KeyError, TypeError, AttributeError, RuntimeError, json.JSONDecodeError) as exc:
         text = " ".join(str(exc).split())[:200] or type(exc).__name__
         raise ValueError(f"{path}: damaged training checkpoint ({text})") from None
 
 
-def _load_checkpoint(
-    path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any
-) -> int:
+def _load_checkpoint(path: Path, model: nn.Module, opts: Optimizers) -> int:
     model_sd: dict[str, torch.Tensor] = {}
     optim_state: dict[str, dict[str, torch.Tensor]] = {}
     with safe_open(str(path), framework="pt") as f:
@@ -130,7 +128,7 @@ def _load_checkpoint(
         )
     set_model_state_dict(model, model_sd, options=StateDictOptions(full_state_dict=True))
     groups = json.loads(meta["param_groups"])
-    sizes = [len(g["params"]) for g in optimizer.param_groups]
+    sizes = [len(g["params"]) for g in opts.param_groups]
     if (
         not isinstance(groups, list)
         or [len(g.get("params", ())) if isinstance(g, dict) else None for g in groups] != sizes
@@ -141,7 +139,10 @@ def _load_checkpoint(
         )
     optim_sd = {"state": optim_state, "param_groups": groups}
     set_optimizer_state_dict(
-        model, optimizer, optim_sd, options=StateDictOptions(full_state_dict=True)
+        model, opts.optimizers, optim_sd, options=StateDictOptions(full_state_dict=True)
     )
-    scheduler.load_state_dict(json.loads(meta["scheduler"]))
+    try:
+        opts.load_scheduler_states(json.loads(meta["scheduler"]))
+    except ValueError as exc:
+        raise ValueError(f"{path}: damaged training checkpoint ({exc})") from None
     return int(meta["step"])

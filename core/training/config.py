@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from .schedule import SCHEDULES
 
+OPTIMIZERS = ("adamw", "muon")  # also in optimizers.py, which imports torch
+
 if TYPE_CHECKING:  # no torch at import: `zoo train --help` stays fast
     from ..spec import Spec
     from .tokenizer import Tokenizer
@@ -35,6 +37,7 @@ class TrainConfig:
     warmup: int = 100
     min_lr_ratio: float = 0.1  # cosine ends at lr * min_lr_ratio
     label_smoothing: float = 0.0
+    optimizer: str = "adamw"  # adamw, or muon on the blocks' hidden matrices + adamw
     weight_decay: float = 0.01
     beta1: float = 0.9
     beta2: float = 0.999
@@ -64,6 +67,13 @@ def check_config(cfg: TrainConfig, world: int) -> None:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
     if cfg.schedule not in SCHEDULES:
         raise ValueError(f"--schedule {cfg.schedule!r}: expected one of {', '.join(SCHEDULES)}")
+    if cfg.optimizer not in OPTIMIZERS:
+        raise ValueError(f"--optimizer {cfg.optimizer!r}: expected one of {', '.join(OPTIMIZERS)}")
+    if cfg.optimizer == "muon" and cfg.fsdp:
+        raise ValueError(
+            "--optimizer muon does not run under --fsdp: Newton-Schulz needs whole matrices, "
+            "FSDP2 shards them (use DDP, the default under torchrun)"
+        )
     if cfg.dtype not in DTYPES:
         raise ValueError(f"--dtype {cfg.dtype!r}: expected one of {', '.join(DTYPES)}")
     finite = {  # option -> (lowest, highest, whether highest is allowed); NaN fails every test
@@ -153,7 +163,14 @@ def check_spec(spec: Spec, cfg: TrainConfig, tok: Tokenizer) -> None:
 
 
 def check_resume(saved: dict[str, Any], spec: Spec, cfg: TrainConfig, path: str) -> None:
-    """A resumed run must be the same spec and the same run options as the saved one."""
+    """A resumed run must be the same spec, optimizer and run options as the saved one."""
+    before = saved["config"].get("optimizer", "adamw")  # runs from before --optimizer: adamw
+    if before != cfg.optimizer:
+        raise ValueError(
+            f"--resume {path}: the run was trained with --optimizer {before}; it cannot "
+            f"continue with --optimizer {cfg.optimizer} (the saved optimizer state is "
+            f"{before}'s): pass --optimizer {before}, or start a new run in another --out"
+        )
     if saved["spec"] != spec.to_dict():
         old, new = saved["spec"], spec.to_dict()
         keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))

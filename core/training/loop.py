@@ -15,9 +15,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..builder import build_model, hidden_matrix_names
+from ..builder import build_model
 from ..memory import check_fits
-from ..mup import mup_param_groups, width_ratio
 from ..spec import Spec, load_spec
 from ..weights import save
 from .checkpoint import CHECKPOINT, full_model_state, load_checkpoint, read_info, save_checkpoint
@@ -33,6 +32,7 @@ from .objectives import (
     Translation,
     step_generator,
 )
+from .optimizers import Optimizers, make_optimizers
 from .schedule import lr_factor
 from .tokenizer import Tokenizer, load_tokenizer
 
@@ -102,21 +102,9 @@ def wrap(model: nn.Module, ranks: Ranks, fsdp: bool) -> nn.Module:
 def optimizer_for(
     model: nn.Module, cfg: TrainConfig, spec: Spec | None = None
 ) -> torch.optim.AdamW:
-    """AdamW; weight decay on matrices only (not on biases, norms' gains); under the spec's
-    muP, hidden matrices at lr / r with decay x r (core/mup.py)."""
-    if spec is not None and spec.data["mup"]:
-        inner = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
-        hidden = hidden_matrix_names(spec, inner)
-        ratio = width_ratio(spec.data)
-        groups = mup_param_groups(inner, hidden, ratio, cfg.lr, cfg.weight_decay)
-        return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    rest = [p for p in model.parameters() if p.dim() < 2]
-    groups = [
-        {"params": decay, "weight_decay": cfg.weight_decay},
-        {"params": rest, "weight_decay": 0.0},
-    ]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
+    """AdamW alone, as --optimizer adamw makes it (optimizers.py; muP groups under the
+    spec's muP)."""
+    return make_optimizers(model, replace(cfg, optimizer="adamw"), spec)[0]
 
 
 def check_head(model: nn.Module, vocab: int) -> None:
@@ -221,12 +209,12 @@ def _train(
     params = model.num_parameters()
     check_head(model, spec.data["vocab_size"])
     net = wrap(model, ranks, cfg.fsdp)
-    opt = optimizer_for(net, cfg, spec)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda e: lr_factor(cfg.schedule, cfg.warmup, cfg.steps, cfg.min_lr_ratio)(e + 1)
+    opt = Optimizers(
+        make_optimizers(net, cfg, spec),
+        lambda e: lr_factor(cfg.schedule, cfg.warmup, cfg.steps, cfg.min_lr_ratio)(e + 1),
     )
     if cfg.resume:
-        start = load_checkpoint(ckpt, net, opt, sched)
+        start = load_checkpoint(ckpt, net, opt)
     lead = ranks.rank == 0
     metrics_path = out / METRICS
     if lead:
@@ -281,10 +269,9 @@ def _train(
             loss_sum += loss.detach().double().cpu() * share
         norm = nn.utils.clip_grad_norm_(net.parameters(), cfg.clip if cfg.clip > 0 else math.inf)
         norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
-        lr = opt.param_groups[0]["lr"]
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
+        lr = opt.lr
+        opt.step()  # and the schedule
+        opt.zero_grad()
         train_loss = ranks.sum(loss_sum).item() / count
         elapsed = time.perf_counter() - t0
         record = {
@@ -304,7 +291,7 @@ def _train(
         bar.set_postfix_str(f"loss {train_loss:.4f}, {record['tokens_per_s']:,.0f} tok/s")
         bar.update(1)
         if step % cfg.save_every == 0 or step == end:
-            save_checkpoint(ckpt, net, opt, sched, step=step, info=info, write=lead)
+            save_checkpoint(ckpt, net, opt, step=step, info=info, write=lead)
     bar.close()
     if end == cfg.steps:
         _save_model(spec, net, out / "model.safetensors", lead)
