@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .attn_page import head_view_html
-from .common import UserError
+from .common import UserError, utf8_text
 from .generate import load_model, load_tokenizer
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ def write_png(
 
 @click.command("attn")
 @click.argument("source", metavar="FILE|DIR")
-@click.option("--text", required=True, help="The sentence to look at.")
+@click.option("--text", required=True, help="The sentence to look at.", callback=utf8_text)
 @click.option("--layer", type=int, help="Only this layer (default: all).")
 @click.option("--head", type=int, help="Only this head (default: all).")
 @click.option(

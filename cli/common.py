@@ -31,6 +31,17 @@ def user_errors() -> tuple[type[BaseException], ...]:
     return (archzoo.SpecError, archzoo.RegistryError, archzoo.WeightsError, ValueError, OSError)
 
 
+def utf8_text(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A text option's value; bytes that are not UTF-8 (which click passes on as lone
+    surrogates) are refused naming the option, before any work."""
+    from archzoo.tokenizer_file import invalid_utf8
+
+    problem = invalid_utf8(value) if value is not None else None
+    if problem is not None:
+        raise click.BadParameter(f"not valid UTF-8 text: {problem}")
+    return value
+
+
 SET_OPTION = click.option(
     "--set",
     "sets",

@@ -11,7 +11,7 @@ import click
 import archzoo
 from archzoo.errors import printable
 
-from .common import SEED, UserError
+from .common import SEED, UserError, utf8_text
 
 
 def load_model(source: str) -> tuple[Any, Path]:
@@ -25,16 +25,13 @@ def load_model(source: str) -> tuple[Any, Path]:
 
 
 def load_tokenizer(directory: Path) -> Any:
-    try:
-        from tokenizers import Tokenizer
-    except ImportError:
-        raise UserError(
-            "zoo generate needs the `tokenizers` package: pip install 'archzoo[generate]'"
-        ) from None
+    """The tokenizer.json beside the weights, read through archzoo's guarded reader."""
+    from archzoo.tokenizer_file import read_tokenizer
+
     path = directory / "tokenizer.json"
-    if not path.is_file():
+    if not path.exists():
         raise UserError(f"{directory}: no tokenizer.json beside the weights")
-    return Tokenizer.from_file(str(path))
+    return read_tokenizer(path)
 
 
 def finite(value: float) -> float:
@@ -53,7 +50,7 @@ def probability(value: float | None) -> float | None:
 
 @click.command("generate")
 @click.argument("source", metavar="FILE|DIR")
-@click.option("--prompt", required=True, help="Text to continue.")
+@click.option("--prompt", required=True, help="Text to continue.", callback=utf8_text)
 @click.option("--max-new-tokens", default=50, show_default=True, type=click.IntRange(min=1))
 @click.option("--min-new-tokens", default=0, show_default=True, type=click.IntRange(min=0))
 @click.option("--do-sample", is_flag=True, help="Sample instead of greedy decoding.")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import Tensor
+
+from ..tokenizer_file import read_tokenizer
 
 # special tokens looked up by name in a tokenizer.json, first match wins
 SPECIAL_NAMES = {
@@ -51,19 +52,11 @@ class ByteTokenizer:
 
 
 class HFTokenizer:
-    """A tokenizer.json read with the optional `tokenizers` package."""
+    """A tokenizer.json read with the optional `tokenizers` package (size-capped, guarded)."""
 
     def __init__(self, path: Path) -> None:
-        try:
-            from tokenizers import Tokenizer
-        except ImportError:
-            raise ValueError(
-                f"--tokenizer {path} needs the `tokenizers` package: pip install 'archzoo[generate]'"
-            ) from None
-        try:
-            self.tok = Tokenizer.from_file(str(path))
-        except Exception as exc:  # tokenizers raises its own exception type
-            raise ValueError(f"{path}: not a readable tokenizer.json ({exc})") from None
+        self.file = read_tokenizer(path)
+        self.tok = self.file.tok
         self.path = path
         self.name = str(path)
         # ids may have holes: the model needs room for the largest one
@@ -80,13 +73,14 @@ class HFTokenizer:
         return None
 
     def encode(self, text: str) -> Tensor:
-        return torch.tensor(self.tok.encode(text, add_special_tokens=False).ids, dtype=torch.int64)
+        ids = self.file.encode(text, add_special_tokens=False).ids
+        return torch.tensor(ids, dtype=torch.int64)
 
     def decode(self, ids: list[int]) -> str:
-        return self.tok.decode(ids)
+        return self.file.decode(ids)
 
     def fingerprint(self) -> str:
-        return hashlib.sha256(self.path.read_bytes()).hexdigest()[:16]
+        return self.file.sha256[:16]  # of the bytes read, not of what the file holds now
 
 
 Tokenizer = ByteTokenizer | HFTokenizer
@@ -99,6 +93,6 @@ def load_tokenizer(name: str) -> Tokenizer:
     path = Path(name)
     if path.is_dir():
         path = path / "tokenizer.json"
-    if not path.is_file():
+    if not path.exists():
         raise ValueError(f"--tokenizer {name}: no such file (expected `bytes` or a tokenizer.json)")
     return HFTokenizer(path)
