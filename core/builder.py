@@ -15,6 +15,7 @@ from .interfaces import Dims, NormFactory
 from .memory import check_fits
 from .model import Stack, ZooModel
 from .mup import hidden_matrices, scale_hidden_init, widened_source, width_ratio
+from .placement import as_device, as_dtype
 from .plan import BuildPlan, LayerPlan, Part, StackPlan
 from .registry import Registry, get_registry
 from .spec import Spec, load_spec
@@ -24,20 +25,22 @@ def build_model(
     spec_or_name: Any,
     overrides: Mapping[str, Any] | None = None,
     device: str | torch.device | None = None,
-    dtype: torch.dtype | None = None,
+    dtype: torch.dtype | str | None = None,
     *,
     registry: Registry | None = None,
 ) -> ZooModel:
     """Build (and initialise) a model from a spec, name, path, dict or YAML text.
 
     device="meta" builds the structure without allocating memory or initialising.
+    dtype: float32, float16, bfloat16 or float64, as a torch.dtype or its name.
     """
+    device, dtype = as_device(device), as_dtype(dtype)  # before any work, naming the argument
     reg = registry or get_registry()
     spec = spec_or_name
     validated = isinstance(spec, Spec) and spec.plan is not None and spec.plan.registry is reg
     if overrides or not validated:
         spec = load_spec(spec_or_name, overrides, registry=reg)
-    device = torch.device(device) if device is not None else torch.device("cpu")
+    device = device if device is not None else torch.device("cpu")
     meta = device.type == "meta"
     if not meta:  # the weights' size is known before allocating any: refuse what cannot fit
         check_fits(

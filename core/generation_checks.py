@@ -16,6 +16,8 @@ from .memory import check_fits
 if TYPE_CHECKING:
     from .model import ZooModel
 
+MIN_TEMPERATURE = 1e-5  # below it, sampled scores / temperature overflow float32
+LOG_FLOAT32_RANGE = 87.0  # e**87 and e**-87 are finite, non-zero float32 values
 TOKEN_BUFFERS = 6  # int64 (rows, length) buffers beam search keeps (running, finished, candidates)
 
 
@@ -30,7 +32,7 @@ def check_generation(
     seq2seq: bool,
 ) -> None:
     """Raise ValueError (naming the argument) for a request that cannot run."""
-    checks = InputChecks()
+    checks = InputChecks(next(model.parameters()).device)
     B, L = checks.ids(input_ids, "input_ids", model.spec.data["vocab_size"])
     checks.keep_mask(attention_mask, "attention_mask", B, "input_ids")
     if attention_mask is not None and attention_mask.shape[1] != L:
@@ -97,14 +99,29 @@ def check_arguments(vocab: int, **args: Any) -> None:
     temperature, top_k, top_p = args["temperature"], args["top_k"], args["top_p"]
     if not _real(temperature) or temperature <= 0:
         raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+    if args["do_sample"] is True and temperature < MIN_TEMPERATURE:
+        raise ValueError(
+            f"temperature={temperature!r} is below {MIN_TEMPERATURE} with do_sample=True: "
+            "scores / temperature would overflow to inf and NaN; for the most likely token "
+            "at each step, use do_sample=False"
+        )
     if top_k is not None and (not _integer(top_k) or top_k < 0):
         raise ValueError(f"top_k must be an integer >= 0, got {top_k!r}")
     if top_p is not None and (not _real(top_p) or not 0.0 < top_p <= 1.0):
         raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
     if not _integer(args["num_beams"]) or args["num_beams"] < 1:
         raise ValueError(f"num_beams must be an integer >= 1, got {args['num_beams']!r}")
-    if not _real(args["length_penalty"]):
-        raise ValueError(f"length_penalty must be a finite number, got {args['length_penalty']!r}")
+    penalty = args["length_penalty"]
+    if not _real(penalty):
+        raise ValueError(f"length_penalty must be a finite number, got {penalty!r}")
+    if _integer(args["num_beams"]) and args["num_beams"] > 1 and max_new > 1:
+        bound = LOG_FLOAT32_RANGE / math.log(max_new)  # length ** penalty, lengths 1..max_new
+        if abs(penalty) > bound:
+            raise ValueError(
+                f"length_penalty={penalty!r} is out of range for max_new_tokens={max_new}: "
+                "beam scores are divided by length ** length_penalty, which must stay a "
+                f"finite, non-zero float32; |length_penalty| <= {bound:.4g} here"
+            )
     if args["early_stopping"] not in (True, False, "never"):
         raise ValueError(
             f"early_stopping must be True, False or 'never', got {args['early_stopping']!r}"

@@ -15,6 +15,7 @@ from .converter import ConversionError, Converter, TensorSource
 from .errors import SpecError
 from .hf_tensors import ZooNames
 from .model import ZooModel
+from .placement import as_device, as_dtype
 from .registry import Registry, RegistryError, get_registry
 from .safe_read import LazyTensors
 from .sentence_transformers import sentence_embedding_head
@@ -56,11 +57,12 @@ def read_safetensors(directory: Path) -> Mapping[str, torch.Tensor]:
 def from_hf(
     directory: str | os.PathLike[str],
     device: str | torch.device | None = None,
-    dtype: torch.dtype | None = None,
+    dtype: torch.dtype | str | None = None,
     *,
     registry: Registry | None = None,
 ) -> ZooModel:
     """Build a ZooModel equivalent to an HF checkpoint directory and load its weights."""
+    device, dtype = as_device(device), as_dtype(dtype)  # before any work, naming them
     reg = registry or get_registry()
     d = Path(directory)
     config = read_config(d)

@@ -103,8 +103,9 @@ LANGS = SegmentTable("langs", "language embeddings (n_langs 0)", "language ids")
 class InputChecks:
     """Collects the checks of one forward's inputs; `run` raises the first that fails."""
 
-    def __init__(self) -> None:
+    def __init__(self, device: torch.device | None = None) -> None:
         self.values: list[RangeCheck | KeepMaskCheck] = []
+        self.device = device  # of the weights the ids index; None: not checked
 
     def ids(self, ids: Tensor | None, name: str, vocab: int | None) -> tuple[int, int]:
         """Token ids: an integer (batch, seq) tensor, both non-empty; returns (B, T)."""
@@ -113,6 +114,21 @@ class InputChecks:
         if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.dtype not in INTEGER_DTYPES:
             raise ValueError(
                 f"{name} must be an integer tensor of shape (batch, seq), got {describe(ids)}"
+            )
+        if ids.layout != torch.strided:  # torch's sparse kernels lack the ops a forward uses
+            layout = str(ids.layout).removeprefix("torch.")
+            raise ValueError(
+                f"{name} must be a dense tensor, got a {layout} one: pass {name}.to_dense()"
+            )
+        if self.device is not None and ids.device != self.device:
+            if ids.device.type == "meta":
+                raise ValueError(
+                    f"{name} is a meta tensor (shape only, no values) but the model's weights "
+                    f"are on {self.device}: pass token ids with values"
+                )
+            raise ValueError(
+                f"{name} is on {ids.device} but the model's weights are on {self.device}: "
+                f"move it with {name}.to({str(self.device)!r})"
             )
         if ids.shape[0] == 0:
             raise ValueError(f"{name} has batch size 0 (shape {tuple(ids.shape)}): nothing to run")

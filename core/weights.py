@@ -14,6 +14,7 @@ from .builder import build_model, capture_ties, restore_ties
 from .errors import SpecError, WeightsError
 from .memory import check_fits
 from .model import ZooModel
+from .placement import as_device, as_dtype
 from .provenance import PROVENANCE_KEY, install_hint, provenance
 from .registry import get_registry
 from .safe_write import write_safetensors
@@ -72,9 +73,10 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
 def load(
     path: str | os.PathLike[str],
     device: str | torch.device | None = None,
-    dtype: torch.dtype | None = None,
+    dtype: torch.dtype | str | None = None,
 ) -> ZooModel:
     """Rebuild a model (in eval mode) from a file written by `save`; executes no code."""
+    device, dtype = as_device(device), as_dtype(dtype)  # before any work, naming them
     p = Path(path)
     meta = read_metadata(p)
     if SPEC_KEY not in meta:
