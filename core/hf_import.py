@@ -11,7 +11,7 @@ import torch
 
 from .builder import build_model
 from .checkpoint_files import index_shards, read_json, regular_file
-from .converter import ConversionError, Converter, TensorSource
+from .converter import ConversionError, TensorSource
 from .errors import SpecError
 from .hf_tensors import ZooNames
 from .model import ZooModel
@@ -74,10 +74,7 @@ def from_hf(
     tensors = read_safetensors(d)
     src = TensorSource(tensors, str(d))
     try:
-        if isinstance(converter, Converter) and converter.tasks:  # a task may show in tensors
-            spec_data = converter.to_spec(config, src.names())
-        else:  # a duck-typed converter of the first contract
-            spec_data = converter.to_spec(config)
+        spec_data = converter.to_spec(config, src.names())  # a task may show in tensors
         pooling = sentence_embedding_head(d)
         if pooling is not None:  # a sentence-transformers directory: a headless encoder
             head = spec_data.get("head")
@@ -101,10 +98,7 @@ def from_hf(
     check_config_fits_weights(d, spec, tensors.value_count())
     model = build_model(spec, device="meta", registry=reg)
     try:
-        if hasattr(converter, "import_state"):  # the table names what the model holds
-            state = converter.import_state(src, config, ZooNames.of(model), spec.data)
-        else:  # a duck-typed converter of the first contract
-            state = converter.convert(src, config)
+        state = converter.import_state(src, config, ZooNames.of(model), spec.data)
     except (ConversionError, WeightsError):
         raise
     except Exception as exc:

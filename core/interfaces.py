@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
-import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
@@ -103,20 +100,6 @@ class Position(Component):
         self.causal = causal
         self.per_layer = False  # True: each layer sees layer_state(state, layer) (UMT5)
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        impl = cls.__dict__.get("score_bias")
-        if impl is not None and not getattr(impl, "adapted_score_bias", False):
-            cls.score_bias = adapt_score_bias(cls, impl)  # type: ignore[method-assign]
-        if "needs_probs" in cls.__dict__:  # the duck-typed value term before 0.2
-            warnings.warn(
-                f"{cls.__qualname__}.needs_probs is deprecated: declare "
-                "capabilities = Capabilities(values=True) and implement value_bias",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            cls.__init__ = declare_values_from_needs_probs(cls.__init__)  # type: ignore[method-assign]
-
     def embed(self, positions: Tensor) -> Tensor | None:
         """(B, T) positions -> (B, T, dims.d_model) vectors added to token embeddings, or None."""
         return None
@@ -164,63 +147,6 @@ class Position(Component):
     def value_bias(self, state: Any, probs: Tensor) -> Tensor | None:
         """With `capabilities.values`: (B, H, Tq, hd) added to probs (B, H, Tq, Tk) @ v."""
         return None
-
-    @property
-    def needs_probs(self) -> bool:
-        """Deprecated alias of `capabilities.values` (attention plugins read it before 0.2)."""
-        return self.capabilities.values
-
-
-def adapt_score_bias(cls: type, impl: Callable[..., Any]) -> Callable[..., Any]:
-    """Accept both call forms of score_bias and run `impl` in the form it was written in.
-
-    The contract is `score_bias(state, q, k, scale)`; a position written for the old
-    `score_bias(state, q, scale)` gets a DeprecationWarning once, at class creation, and is
-    called without the keys. A caller still using the old form also gets a warning.
-    """
-    params = list(inspect.signature(impl).parameters)
-    legacy_impl = len(params) == 4 and "k" not in params  # (self, state, q, scale)
-    if legacy_impl:
-        warnings.warn(
-            f"{cls.__qualname__}.score_bias(state, q, scale) is deprecated: define "
-            "score_bias(state, q, k, scale) (the keys are passed as well)",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-
-    @functools.wraps(impl)
-    def score_bias(
-        self: Position, state: Any, q: Tensor, k: Any = None, scale: Any = None
-    ) -> Tensor | None:
-        if scale is None and not isinstance(k, Tensor):  # old call form (state, q, scale)
-            warnings.warn(
-                "position.score_bias(state, q, scale) is deprecated: call "
-                "score_bias(state, q, k, scale) with the keys (B, Hkv, Tk, hd)",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            k, scale = None, k
-        if legacy_impl:
-            return impl(self, state, q, scale)
-        return impl(self, state, q, k, scale)
-
-    score_bias.adapted_score_bias = True  # type: ignore[attr-defined]
-    return score_bias
-
-
-def declare_values_from_needs_probs(init: Callable[..., None]) -> Callable[..., None]:
-    """Wrap a legacy position's __init__: its `needs_probs` sets `capabilities.values`."""
-
-    @functools.wraps(init)
-    def __init__(self: Position, *args: Any, **kwargs: Any) -> None:
-        init(self, *args, **kwargs)
-        if self.needs_probs and not self.capabilities.values:
-            self.capabilities = replace(self.capabilities, values=True)
-
-    return __init__
-
-
-Position.score_bias = adapt_score_bias(Position, Position.score_bias)  # type: ignore[method-assign]
 
 
 @dataclass

@@ -10,7 +10,6 @@ and its output is set to zero (`zero_empty_rows`), never NaN.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import torch
@@ -330,40 +329,6 @@ class AttentionMask:
             return ok
 
         return mask_mod
-
-    # ------------------------------------------------------------ the contract before 0.2
-
-    @property
-    def keep(self) -> Tensor | None:
-        """Deprecated: `dense()` (or `sdpa()` for scaled_dot_product_attention)."""
-        _deprecated("mask.keep", "mask.dense() (None when SDPA's is_causal is enough: mask.sdpa())")
-        return None if self.sdpa_causal else self.dense()
-
-    @property
-    def is_causal(self) -> bool:
-        """Deprecated: `sdpa()['is_causal']`, or the `causal` factor."""
-        _deprecated("mask.is_causal", "mask.sdpa()['is_causal'] or the factor mask.causal")
-        return self.sdpa_causal
-
-    @property
-    def empty_rows(self) -> Tensor | None:
-        """Deprecated: `empty()`."""
-        _deprecated("mask.empty_rows", "mask.empty()")
-        return None if self.sdpa_causal else self.empty()
-
-    def sdpa_mask(self, bias: Tensor | None, dtype: torch.dtype) -> Tensor | None:
-        """Deprecated: `sdpa(bias, dtype)['attn_mask']`."""
-        _deprecated("mask.sdpa_mask(bias, dtype)", "mask.sdpa(bias, dtype)['attn_mask']")
-        return self.sdpa(bias, dtype)["attn_mask"]
-
-    def use_is_causal(self, bias: Tensor | None) -> bool:
-        """Deprecated: `sdpa(bias, dtype)['is_causal']`."""
-        _deprecated("mask.use_is_causal(bias)", "mask.sdpa(bias, dtype)['is_causal']")
-        return self.sdpa_causal and bias is None
-
-
-def _deprecated(old: str, new: str) -> None:
-    warnings.warn(f"{old} is deprecated: use {new}", DeprecationWarning, stacklevel=3)
 
 
 def causal_mask(q_len: int, k_len: int, *, device: torch.device | None = None) -> Tensor:

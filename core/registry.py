@@ -80,6 +80,10 @@ class Registrar:
 
     def add_converter(self, converter: Any) -> None:
         """Register a Hugging Face converter (an archzoo.converter.Converter instance)."""
+        if not isinstance(converter, Converter):
+            raise RegistryError(
+                f"converter {converter!r} is not an archzoo.converter.Converter instance"
+            )
         model_type = getattr(converter, "model_type", None)
         if not isinstance(model_type, str) or not model_type:
             raise RegistryError(f"converter {converter!r} has no model_type")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +14,6 @@ import archzoo
 from archzoo import Registry, hookimpl, param
 from archzoo.interfaces import Attention, Position
 from archzoo.plugins.attention.mha import MultiHeadAttention
-from archzoo.plugins.position.alibi import AlibiPosition
 
 TINY = tiny(without=("max_len",))
 
@@ -46,43 +44,6 @@ def same_weights_logits(spec_a: dict, spec_b: dict, reg: Registry, **inputs: Any
         return a(ids, **inputs).logits, b(ids, **inputs).logits
 
 
-def test_old_score_bias_signature_warns_and_gives_alibi_numbers():
-    with pytest.warns(DeprecationWarning, match=r"define score_bias\(state, q, k, scale\)"):
-
-        class OldAlibi(AlibiPosition):
-            name = "old_alibi"
-
-            def score_bias(self, state: Any, q: Tensor, scale: float) -> Tensor:
-                return state
-
-    reg = registry_with(OldAlibi)
-    mask = torch.ones(2, 9, dtype=torch.long)
-    mask[0, :3] = 0
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the shim warns at class creation, not per call
-        new, old = same_weights_logits(
-            {**TINY, "position": "alibi"},
-            {**TINY, "position": "old_alibi"},
-            reg,
-            attention_mask=mask,
-        )
-    assert torch.equal(new, old)
-
-
-def test_old_score_bias_call_form_warns_and_returns_the_same_bias():
-    torch.manual_seed(0)
-    model = archzoo.build_model("gpt2", {**TINY, "position": "t5_relative"})
-    pos = model.decoder.position
-    p = torch.arange(6)[None]
-    state = pos.prepare(p, p)
-    q, k = torch.randn(1, 4, 6, 8), torch.randn(1, 4, 6, 8)
-    new = pos.score_bias(state, q, k, 0.125)
-    with pytest.warns(DeprecationWarning, match=r"call score_bias\(state, q, k, scale\)"):
-        old = pos.score_bias(state, q, 0.125)
-    assert new.shape == (1, 4, 6, 6)
-    assert torch.equal(old, new)
-
-
 def test_score_bias_receives_the_keys_the_attention_attends_to():
     """A content term q.k of the cached keys too: cached decoding equals the full forward."""
 
@@ -108,33 +69,6 @@ def test_score_bias_receives_the_keys_the_attention_attends_to():
         steps += [model(ids[:, i : i + 1], cache=cache).logits for i in (4, 5, 6)]
         assert (full - plain(ids).logits).abs().max() > 1e-3  # the bias is applied
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-4)
-
-
-def test_legacy_needs_probs_position_gives_the_shaw_value_term_numbers():
-    from archzoo.plugins.position.relative import RelativePosition
-
-    with pytest.warns(DeprecationWarning, match=r"Capabilities\(values=True\)"):
-
-        class OldShaw(RelativePosition):
-            name = "old_shaw"
-
-            @property
-            def needs_probs(self) -> bool:
-                return self.value_table is not None
-
-    reg = registry_with(OldShaw)
-    pos = {"max_distance": 3, "value_term": True}
-    new, old = same_weights_logits(
-        {**TINY, "position": {"kind": "relative", **pos}},
-        {**TINY, "position": {"kind": "old_shaw", **pos}},
-        reg,
-    )
-    assert torch.equal(new, old)
-    model = archzoo.build_model("gpt2", {**TINY, "position": {"kind": "relative", **pos}})
-    assert model.decoder.position.capabilities.values
-    assert not archzoo.build_model(
-        "gpt2", {**TINY, "position": "relative"}
-    ).decoder.position.needs_probs
 
 
 def test_position_base_stores_causal():
@@ -227,69 +161,6 @@ def test_mask_block_mask_matches_the_dense_keep():
     b, q, k = torch.meshgrid(torch.arange(2), torch.arange(20), torch.arange(20), indexing="ij")
     assert torch.equal(mod(b, None, q, k), mask.allowed()[:, 0])
     assert isinstance(block, flex.BlockMask)
-
-
-class LegacyMaskMHA(MultiHeadAttention):
-    """mha's forward as written against the 0.1 mask API (keep/sdpa_mask/use_is_causal)."""
-
-    name = "legacy_mask_mha"
-
-    def forward(self, x: Tensor, ctx: Any, memory: Tensor | None = None) -> Tensor:
-        B, Tq, _ = x.shape
-        q, k, v = self.project(x, ctx, memory)
-        bias = None
-        if ctx.position is not None:
-            bias = ctx.position.score_bias(ctx.position_state, q, self.head_dim**-0.5)
-        out = torch.nn.functional.scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            attn_mask=ctx.mask.sdpa_mask(bias, q.dtype),
-            is_causal=ctx.mask.use_is_causal(bias),
-            enable_gqa=self.n_kv != self.n_heads,
-        )
-        if ctx.mask.keep is not None or ctx.mask.is_causal:  # the old fields still answer
-            out = ctx.mask.zero_empty_rows(out)
-        return self.out(out.transpose(1, 2).reshape(B, Tq, self.q_dim))
-
-
-@pytest.mark.parametrize("position", ["learned", "alibi"])
-def test_attention_on_the_old_mask_api_gives_the_same_numbers(position):
-    reg = registry_with(LegacyMaskMHA)
-    mask = torch.ones(2, 9, dtype=torch.long)
-    mask[0, :4] = 0
-    spec = {**TINY, "position": position, "attention": {"kind": "mha", "n_kv_heads": 2}}
-    legacy = {**spec, "attention": {"kind": "legacy_mask_mha", "n_kv_heads": 2}}
-    with pytest.warns(DeprecationWarning, match=r"mask\.sdpa\(bias, dtype\)"):
-        new, old = same_weights_logits(spec, legacy, reg, attention_mask=mask)
-    assert torch.equal(new, old)
-    with pytest.warns(DeprecationWarning):  # unpadded: SDPA's is_causal path
-        new, old = same_weights_logits(spec, legacy, reg)
-    assert torch.equal(new, old)
-
-
-def test_old_mask_fields_keep_their_meaning():
-    from archzoo.masks import AttentionMask
-
-    pad = torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]])
-    with pytest.warns(DeprecationWarning, match="mask.keep is deprecated: use mask.dense"):
-        mask = AttentionMask.build(4, 4, causal=True, key_padding=pad)
-        ref = reference_keep(4, 4, True, pad)
-        empty = ~ref.any(-1)
-        assert torch.equal(mask.keep[:, 0], ref | empty[..., None])
-        assert torch.equal(mask.empty_rows[:, 0, :, 0], empty)
-        assert mask.is_causal is False
-        plain = AttentionMask.build(4, 4, causal=True)
-        assert plain.keep is None and plain.is_causal and plain.empty_rows is None
-        assert plain.use_is_causal(None) and not plain.use_is_causal(torch.zeros(1, 1, 4, 4))
-        kept = AttentionMask.from_keep(ref[:, None])
-        assert torch.equal(kept.keep, mask.keep) and torch.equal(kept.empty_rows, mask.empty_rows)
-        out = torch.ones(2, 3, 4, 5)
-        assert kept.zero_empty_rows(out)[0, :, :2].abs().sum() == 0  # rows 0-1 see no key
-        assert kept.zero_empty_rows(out)[0, :, 2:].eq(1).all()
-
-
-# ---------------------------------------------------------------- the documented templates
 
 
 def contract_templates() -> dict[str, type]:

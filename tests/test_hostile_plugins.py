@@ -19,6 +19,7 @@ from torch import Tensor, nn
 import archzoo
 from archzoo import Registry, hookimpl, param
 from archzoo.cli.main import main
+from archzoo.converter import Converter
 from archzoo.interfaces import Norm
 
 
@@ -233,13 +234,13 @@ def test_a_recorded_package_name_is_never_offered_as_a_command(dist, tmp_path, g
     assert "pip install" not in str(err.value)
 
 
-class RaisingConverter:
+class RaisingConverter(Converter):
     """A plugin converter with a bug in `to_spec` or `convert`."""
 
     def __init__(self, model_type: str, where: str) -> None:
         self.model_type, self.where = model_type, where
 
-    def to_spec(self, config):
+    def to_spec(self, config, tensor_names=()):
         if self.where == "to_spec":
             raise KeyError("n_embd")
         return archzoo.load_spec("gpt2", TINY).to_dict()

@@ -188,3 +188,17 @@ def test_builtins_register_every_declared_class_once():
         for c in registry.components()
         if c.__module__.startswith("archzoo.plugins")
     )
+
+
+def test_a_converter_must_be_a_converter_instance():
+    class DuckTyped:  # the pre-0.2 duck-typed contract: to_spec(config) and convert(src, config)
+        model_type = "duck"
+
+        def to_spec(self, config):
+            return {}
+
+        def convert(self, src, config):
+            return {}
+
+    with pytest.raises(RegistryError, match="is not an archzoo.converter.Converter instance"):
+        Registrar("duck").add_converter(DuckTyped())
