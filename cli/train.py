@@ -46,6 +46,12 @@ def train_options(f):  # noqa: ANN001, ANN201 - a click decorator stack
         ),
         click.option("--seq-len", type=click.IntRange(min=1), default=d.seq_len, show_default=True),
         click.option(
+            "--pack",
+            is_flag=True,
+            help="Pack whole documents (JSONL records, files, end-of-document tokens) best-fit "
+            "into rows, attention and positions kept per document; evaluation alike.",
+        ),
+        click.option(
             "--lr", type=float, default=d.lr, show_default=True, help="Peak learning rate."
         ),
         click.option(

@@ -7,15 +7,31 @@ the dense masked computation for the sparse paths.
 
 from __future__ import annotations
 
+import itertools
+import json
+import math
+import random
+from pathlib import Path
+
 import pytest
 import torch
+from click.testing import CliRunner
 from conftest import tiny
 from test_sparse_attention import patterns
+from test_train import DECODER, ENCODER, SEQ2SEQ, SMALL, WORDS, config
 
 import archzoo
+from archzoo.cli.main import main
 from archzoo.documents import document_positions, document_runs
 from archzoo.masks import AttentionMask
+from archzoo.plugins.attention.flex import mask_flex
 from archzoo.plugins.attention.sparse import attend
+from archzoo.training import train
+from archzoo.training.data import prepare_stream
+from archzoo.training.loop import batch_loss
+from archzoo.training.objectives import IGNORE, CausalLM, Packed
+from archzoo.training.packing import PAD_DOCUMENT, best_fit, document_spans
+from archzoo.training.tokenizer import ByteTokenizer
 
 T1, T2, T3 = 7, 11, 5  # document lengths of the packed test row
 
@@ -205,6 +221,22 @@ def test_flex_mask_mod_is_the_dense_mask() -> None:
     assert torch.equal(via_mod, mask.allowed()[:, 0])
 
 
+@pytest.mark.filterwarnings("ignore:.*flex_attention.*:UserWarning")
+@pytest.mark.parametrize("name", ["plain", "local", "bigbird"])
+def test_flex_attention_under_documents_equals_dense(name: str) -> None:
+    """FlexAttention (eager here; compiled on CUDA) under the documents' BlockMask, with and
+    without a sparse pattern, gives the dense masked result."""
+    T = 40
+    pattern = None if name == "plain" else patterns(T)[name]
+    g = torch.Generator().manual_seed(6)
+    q, k, v = (torch.randn(2, 4, T, 8, generator=g) for _ in range(3))
+    ids = torch.tensor([[0] * 9 + [1] * 20 + [2] * 11, [5] * 30 + [6] * 10])
+    mask = AttentionMask(T, T, causal=True, pattern=pattern, key_docs=document_runs(ids))
+    flex = mask_flex(q, k, v, mask, scale=None)
+    dense = torch.nn.functional.scaled_dot_product_attention(q, k, v, **mask.sdpa())
+    assert (flex - dense).abs().max() <= 1e-5
+
+
 def test_documents_are_runs_and_positions_restart() -> None:
     ids = torch.tensor([[7, 7, 3, 3, 3, 7], [1, 1, 1, 1, 1, 1]])
     runs = document_runs(ids)
@@ -224,3 +256,119 @@ def test_bad_document_ids_are_refused() -> None:
     t5 = build(**T5)
     with pytest.raises(ValueError, match="document_ids was given alone"):
         t5(ids, decoder_input_ids=ids, document_ids=torch.zeros(2, 6, dtype=torch.long))
+
+
+# ---------------------------------------------------------------- zoo train --pack
+
+
+def write_jsonl(path: Path, docs: int = 200, seed: int = 0) -> list[str]:
+    """A JSONL corpus of documents of 1 to 40 words; returns their texts."""
+    rng = random.Random(seed)
+    texts = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 40))) for _ in range(docs)]
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+    return texts
+
+
+def test_documents_end_at_records_files_and_the_end_of_document_token(tmp_path) -> None:
+    texts = write_jsonl(tmp_path / "a.jsonl", docs=5)
+    (tmp_path / "b.txt").write_text("plain file", encoding="utf-8")
+    tok = ByteTokenizer()
+    stream = prepare_stream([tmp_path / "a.jsonl", tmp_path / "b.txt"], tok, tmp_path / "cache")
+    lengths = [len(t.encode()) + 1 for t in [*texts, "plain file"]]  # each ends with eos
+    assert stream.ends.tolist() == list(itertools.accumulate(lengths))
+    spans = document_spans(stream.tokens, stream.ends, tok.specials.eos, 0, len(stream), 1000)
+    assert [n for _, n in spans] == lengths
+    # an eos inside a record splits it too; a piece never exceeds the row
+    tokens = torch.tensor([1, 2, 258, 3, 4, 5, 6, 7, 258])
+    spans = document_spans(tokens, torch.tensor([9]), 258, 0, 9, 4)
+    assert spans == [(0, 3), (3, 4), (7, 2)]
+
+
+def test_best_fit_places_every_document_once_within_the_rows() -> None:
+    assert best_fit([6, 5, 4, 3, 2], 10) == [[0, 2], [1, 3, 4]]
+    rng = random.Random(0)
+    lengths = [rng.randint(1, 64) for _ in range(500)]
+    rows = best_fit(lengths, 64)
+    assert sorted(i for row in rows for i in row) == list(range(500))
+    assert all(sum(lengths[i] for i in row) <= 64 for row in rows)
+    assert len(rows) <= math.ceil(sum(lengths) / 64) * 1.05  # near the lower bound
+
+
+def packed_objective(tmp_path: Path, family_objective: type, **extra: object) -> Packed:
+    write_jsonl(tmp_path / "c.jsonl")
+    tok = ByteTokenizer()
+    stream = prepare_stream([tmp_path / "c.jsonl"], tok, tmp_path / "cache")
+    inner = family_objective(stream, 64, 0, 0.1, tok.specials, *extra.values())
+    return Packed(inner, stream, tok.specials.pad)
+
+
+def test_packed_causal_rows_hold_whole_documents_and_targets_stay_inside(tmp_path) -> None:
+    objective = packed_objective(tmp_path, CausalLM)
+    batch = objective.train_batch(1, 8, slice(0, 8))
+    ids, docs, labels = batch["input_ids"], batch["document_ids"], batch["labels"]
+    assert ids.shape == docs.shape == labels.shape == (8, 64)
+    scored = labels != IGNORE
+    assert torch.equal(labels[:, :-1][scored[:, :-1]], ids[:, 1:][scored[:, :-1]])
+    assert (docs[:, :-1] == docs[:, 1:])[scored[:, :-1]].all()  # never the next document's
+    assert not scored[docs == PAD_DOCUMENT].any()
+    assert objective.padding_fraction() < 0.05
+    rows = objective.train_rows
+    for r in range(len(rows)):  # every document whole, in one row
+        assert sum(rows.spans[i][1] for i in rows.rows[r]) <= 64
+    assert sorted(i for row in rows.rows for i in row) == list(range(len(rows.spans)))
+
+
+def test_packed_evaluation_equals_each_document_alone(tmp_path) -> None:
+    """The loss of packed held-out rows is the sum of each document's loss in a row of its
+    own: evaluation packs, and packing changes nothing a document sees."""
+    objective = packed_objective(tmp_path, CausalLM)
+    model = build(**GPT2, vocab_size=260)
+    n = objective.eval_examples(4)
+    batch = objective.eval_batch(torch.arange(n))
+    with torch.no_grad():
+        packed = batch_loss(model, batch, torch.device("cpu"))
+        alone = 0.0
+        for r in range(n):
+            for i in objective.eval_rows.rows[r]:
+                start, length = objective.eval_rows.spans[i]
+                doc = objective.eval_rows.tokens[start : start + length].long()[None]
+                if length > 1:
+                    single = {"input_ids": doc[:, :-1], "labels": doc[:, 1:]}
+                    alone = alone + batch_loss(model, single, torch.device("cpu"))
+    assert packed == pytest.approx(float(alone), rel=1e-5)
+
+
+@pytest.mark.parametrize("family", ["decoder", "encoder", "seq2seq"])
+def test_zoo_train_pack_learns(tmp_path, family: str) -> None:
+    name, sets = {"decoder": DECODER, "encoder": ENCODER, "seq2seq": SEQ2SEQ}[family]
+    write_jsonl(tmp_path / "c.jsonl", docs=300)
+    cfg = config(tmp_path, tmp_path / "c.jsonl", pack=True, steps=12, eval_every=6)
+    result = train(name, cfg, sets)
+    losses = [h["loss"] for h in result["history"]]
+    evals = [h["eval_loss"] for h in result["history"] if "eval_loss" in h]
+    assert sum(losses[-3:]) / 3 < losses[0] - 0.5 and evals[1] < evals[0]
+    assert result["padding_fraction"] < 0.05
+
+
+def test_pack_with_tsv_pairs_is_refused(tmp_path) -> None:
+    (tmp_path / "p.tsv").write_text("a b\tb a\n" * 20, encoding="utf-8")
+    cfg = config(tmp_path, tmp_path / "p.tsv", pack=True)
+    with pytest.raises(ValueError, match="--pack packs the documents of text or JSONL files"):
+        train(SEQ2SEQ[0], cfg, SEQ2SEQ[1])
+
+
+def test_zoo_compare_pack_with_muon(tmp_path) -> None:
+    """`zoo compare` takes --pack and --optimizer (the options it shares with zoo train)."""
+    write_jsonl(tmp_path / "c.jsonl")
+    args = ["compare", "gpt2", "--data", str(tmp_path / "c.jsonl"), "--pack", "--steps", "2"]
+    args += ["--optimizer", "muon"]
+    args += ["--seq-len", "32", "--no-progress", "--no-plot", "--out", str(tmp_path / "cmp")]
+    for key, value in {**SMALL, "dropout": 0.0}.items():
+        args += ["--set", f"{key}={value}"]
+    done = CliRunner().invoke(main, args)
+    assert done.exit_code == 0, done.output
+    report = json.loads((tmp_path / "cmp/results.json").read_text())
+    assert report["config"]["pack"] is True and report["config"]["optimizer"] == "muon"
+    run = Path(report["specs"][0]["runs"][0]["out"])
+    saved = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+    assert "eval_loss" in saved

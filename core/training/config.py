@@ -32,6 +32,7 @@ class TrainConfig:
     batch: int = 8  # sequences per optimizer step, over all ranks and micro-batches
     accum: int = 1  # micro-batches per optimizer step (gradient accumulation)
     seq_len: int = 128
+    pack: bool = False  # whole documents packed best-fit into rows, kept apart (document_ids)
     lr: float = 3e-4
     schedule: str = "cosine"
     warmup: int = 100

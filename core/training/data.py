@@ -6,7 +6,7 @@ import ctypes
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -15,7 +15,7 @@ from torch import Tensor
 from .tokenizer import Tokenizer
 
 CHUNK_CHARS = 1 << 18  # text handed to the tokenizer at a time
-FORMAT = 1
+FORMAT = 2  # 2: document ends (docs.bin) beside the tokens
 
 
 def check_sources(paths: list[str | os.PathLike[str]]) -> list[Path]:
@@ -158,6 +158,8 @@ class TokenStream:
     """All documents' tokens back to back (each followed by eos when the tokenizer has one)."""
 
     tokens: Tensor  # (N,) memory-mapped
+    ends: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.int64))
+    # (D,) int64 offset after each document (JSONL record or whole file; --pack cuts there)
 
     def __len__(self) -> int:
         return self.tokens.numel()
@@ -195,7 +197,8 @@ def prepare_stream(files: list[Path], tok: Tokenizer, cache: Path) -> TokenStrea
     fingerprint, dtype, meta = _cache_state(files, tok, cache, "stream", "tokens.json")
     if meta is None:
         tmp = cache / f"tokens.bin.{os.getpid()}.tmp"
-        writer = TokenWriter(tmp, dtype)
+        tmp_ends = cache / f"docs.bin.{os.getpid()}.tmp"
+        writer, ends = TokenWriter(tmp, dtype), TokenWriter(tmp_ends, torch.int64)
         eos = tok.specials.eos
         try:
             for f in files:
@@ -204,15 +207,22 @@ def prepare_stream(files: list[Path], tok: Tokenizer, cache: Path) -> TokenStrea
                         writer.write(tok.encode(text))
                     if eos is not None:
                         writer.write(torch.tensor([eos]))
+                    ends.write(torch.tensor([writer.count]))
         finally:
             writer.close()
+            ends.close()
         if writer.count == 0:
             tmp.unlink()
+            tmp_ends.unlink()
             raise ValueError(f"--data {', '.join(map(str, files))}: no tokens in the data")
         os.replace(tmp, cache / "tokens.bin")
-        meta = {"fingerprint": fingerprint, "count": writer.count}
+        os.replace(tmp_ends, cache / "docs.bin")
+        meta = {"fingerprint": fingerprint, "count": writer.count, "documents": ends.count}
         _write_json(cache / "tokens.json", meta)
-    return TokenStream(open_tokens(cache / "tokens.bin", meta["count"], dtype))
+    return TokenStream(
+        open_tokens(cache / "tokens.bin", meta["count"], dtype),
+        open_tokens(cache / "docs.bin", meta["documents"], torch.int64),
+    )
 
 
 def prepare_pairs(files: list[Path], tok: Tokenizer, cache: Path) -> PairData:

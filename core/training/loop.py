@@ -29,6 +29,7 @@ from .objectives import (
     Denoising,
     MaskedLM,
     Objective,
+    Packed,
     Translation,
     step_generator,
 )
@@ -71,17 +72,29 @@ def make_objective(
 ) -> Objective:
     """The objective of the spec's family, over the tokenised data."""
     args = (cfg.seq_len, cfg.seed, cfg.eval_fraction, tok.specials)
-    if spec.family == "decoder":
-        return CausalLM(prepare_stream(files, tok, cache), *args)
-    if spec.family == "encoder":
-        return MaskedLM(prepare_stream(files, tok, cache), *args, tok.n_regular)
     sp = tok.specials
     start = next((i for i in (sp.bos, sp.pad, sp.eos) if i is not None), None)
-    if start is None:
+    if spec.family == "encoder-decoder" and start is None:
         raise ValueError(f"--tokenizer {tok.name}: no bos, pad or eos token to start decoding with")
-    if is_pairs(files):
+    if spec.family == "encoder-decoder" and is_pairs(files):
+        if cfg.pack:
+            raise ValueError(
+                "--pack packs the documents of text or JSONL files; TSV pairs are one "
+                "source/target example per row (leave --pack out)"
+            )
         return Translation(prepare_pairs(files, tok, cache), *args, start)
-    return Denoising(prepare_stream(files, tok, cache), *args, start)
+    stream = prepare_stream(files, tok, cache)
+    objective: Objective
+    if spec.family == "decoder":
+        objective = CausalLM(stream, *args)
+    elif spec.family == "encoder":
+        objective = MaskedLM(stream, *args, tok.n_regular)
+    else:
+        objective = Denoising(stream, *args, start)
+    if not cfg.pack:
+        return objective
+    pad = next((i for i in (sp.pad, sp.eos) if i is not None), 0)
+    return Packed(objective, stream, pad)
 
 
 def wrap(model: nn.Module, ranks: Ranks, fsdp: bool) -> nn.Module:
@@ -303,6 +316,7 @@ def _train(
         "flops_per_token": flops,
         "tokens_per_s": history[-1]["tokens_per_s"] if history else None,
         "peak_memory": memory.peak_bytes(),
+        "padding_fraction": objective.padding_fraction() if cfg.pack else None,
         "history": history,
         "out": str(out),
     }

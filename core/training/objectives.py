@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .data import PairData, TokenStream
+from .packing import PAD_DOCUMENT, pack_stream
 from .tokenizer import Specials
 
 IGNORE = -100
@@ -114,6 +115,15 @@ class CausalLM(StreamObjective):
     def make(self, x: Tensor, g: torch.Generator, n_global: int, rows: slice | Tensor) -> dict:
         return {"input_ids": x[:, :-1], "labels": x[:, 1:]}  # (b, T) each
 
+    def make_packed(
+        self, x: Tensor, docs: Tensor, g: torch.Generator, n_global: int, rows: slice | Tensor
+    ) -> dict:
+        """Packed rows x (b, T): each token's target is the next token of its document."""
+        same = (docs[:, 1:] == docs[:, :-1]) & (docs[:, 1:] != PAD_DOCUMENT)  # (b, T - 1)
+        labels = torch.full_like(x, IGNORE)
+        labels[:, :-1] = torch.where(same, x[:, 1:], IGNORE)
+        return {"input_ids": x, "document_ids": docs, "labels": labels}
+
 
 def _special_ids(specials: Specials) -> Tensor:
     return torch.tensor([i for i in vars(specials).values() if i is not None], dtype=torch.long)
@@ -162,6 +172,14 @@ class MaskedLM(MaskingObjective):
         inputs = torch.where(pick & (how >= 0.8) & (how < 0.9), rand_ids, inputs)
         return {"input_ids": inputs, "labels": torch.where(pick, x, IGNORE)}
 
+    def make_packed(
+        self, x: Tensor, docs: Tensor, g: torch.Generator, n_global: int, rows: slice | Tensor
+    ) -> dict:
+        """Packed rows: the same masking; padding is never a target."""
+        out = self.make(x, g, n_global, rows)
+        out["labels"] = out["labels"].masked_fill(docs == PAD_DOCUMENT, IGNORE)
+        return {**out, "document_ids": docs}
+
 
 class Denoising(MaskingObjective):
     """Encoder-decoder denoising: the encoder sees the window with 15% masked, the decoder
@@ -180,6 +198,56 @@ class Denoising(MaskingObjective):
             "decoder_input_ids": torch.cat([start, x[:, :-1]], dim=1),  # (b, T) teacher forcing
             "labels": x,
         }
+
+    def make_packed(
+        self, x: Tensor, docs: Tensor, g: torch.Generator, n_global: int, rows: slice | Tensor
+    ) -> dict:
+        """Packed rows: each document rebuilt on its own, the decoder restarting with the
+        start id at each document (both sides packed alike)."""
+        out = self.make(x, g, n_global, rows)
+        first = torch.ones_like(docs, dtype=torch.bool)
+        first[:, 1:] = docs[:, 1:] != docs[:, :-1]  # (b, T) each document's first token
+        decoder = torch.where(first, self.start_id, out["decoder_input_ids"])
+        return {
+            "input_ids": out["input_ids"],
+            "decoder_input_ids": decoder,
+            "labels": x.masked_fill(docs == PAD_DOCUMENT, IGNORE),
+            "document_ids": docs,
+            "decoder_document_ids": docs,
+        }
+
+
+class Packed(Objective):
+    """A stream objective's examples as rows of whole documents packed best-fit
+    (`zoo train --pack`); the held-out documents are packed alike for evaluation."""
+
+    def __init__(self, inner: StreamObjective, data: TokenStream, pad_id: int) -> None:
+        super().__init__(inner.seq_len, inner.seed, inner.eval_fraction)
+        self.inner = inner
+        self.name = inner.name
+        eos, n = inner.specials.eos, len(data)
+        args = (data.tokens, data.ends, eos)
+        self.train_rows = pack_stream(*args, (0, inner.n_train), inner.seq_len, pad_id)
+        self.eval_rows = pack_stream(*args, (inner.n_train, n), inner.seq_len, pad_id)
+
+    def padding_fraction(self) -> float:
+        """Share of the training rows' token slots that are padding."""
+        return self.train_rows.padding_fraction()
+
+    def train_batch(self, step: int, n_global: int, rows: slice) -> dict[str, Tensor]:
+        g = step_generator(self.seed, step)
+        index = torch.randint(0, len(self.train_rows), (n_global,), generator=g)
+        ids, docs = self.train_rows.batch(index[rows].tolist())
+        return self.inner.make_packed(ids, docs, g, n_global, rows)
+
+    def eval_examples(self, limit: int) -> int:
+        self.n_eval = min(limit, len(self.eval_rows))
+        return self.n_eval
+
+    def eval_batch(self, index: Tensor) -> dict[str, Tensor]:
+        g = step_generator(self.seed, -1)  # the same held-out masks at every evaluation
+        ids, docs = self.eval_rows.batch(index.tolist())
+        return self.inner.make_packed(ids, docs, g, self.n_eval, index)
 
 
 class Translation(Objective):
