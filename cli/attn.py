@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .attn_page import head_view_html
-from .common import UserError, utf8_text
+from .common import UserError, model_options, utf8_text
 from .generate import load_model, load_tokenizer
 
 if TYPE_CHECKING:
@@ -33,11 +33,12 @@ def attention_maps(model: Any, ids: torch.Tensor, layers: list[int]) -> list[tor
     with torch.no_grad():
         if model.family == "encoder-decoder":
             start = model.spec.data.get("decoder_start_token_id") or 0
-            out = model(ids, decoder_input_ids=torch.tensor([[start]]), output_attentions=layers)
+            start_ids = torch.tensor([[start]], device=ids.device)
+            out = model(ids, decoder_input_ids=start_ids, output_attentions=layers)
             maps = out.encoder_attentions
         else:
             maps = model(ids, output_attentions=layers).attentions
-    return [maps[i][0].float() for i in layers]
+    return [maps[i][0].float().cpu() for i in layers]
 
 
 def stack_sizes(model: Any) -> tuple[int, int]:
@@ -98,7 +99,7 @@ def write_png(
 
 
 @click.command("attn")
-@click.argument("source", metavar="FILE|DIR")
+@click.argument("source", metavar="MODEL")
 @click.option("--text", required=True, help="The sentence to look at.", callback=utf8_text)
 @click.option("--layer", type=int, help="Only this layer (default: all).")
 @click.option("--head", type=int, help="Only this head (default: all).")
@@ -109,22 +110,34 @@ def write_png(
     show_default=True,
     help="FILE.html (interactive head view) or FILE.png (grid of heat maps).",
 )
-def attn_cmd(source: str, text: str, layer: int | None, head: int | None, out: str) -> None:
-    """Attention of an imported model on TEXT: an HTML head view or a PNG grid."""
+@model_options
+def attn_cmd(
+    source: str,
+    text: str,
+    layer: int | None,
+    head: int | None,
+    out: str,
+    device: str | None,
+    dtype: str | None,
+    revision: str | None,
+) -> None:
+    """Attention of an imported model on TEXT: an HTML head view or a PNG grid.
+
+    MODEL: a weights file, a `zoo train` run or HF directory, or a Hub id org/name[@rev]."""
     path = Path(out)
     if path.suffix.lower() not in (".html", ".png"):
         raise UserError(f"--out {out}: give a .html or a .png file name")
     from archzoo.safe_write import check_out_path
 
     check_out_path(path, inputs=[Path(source)])  # no link followed, no FIFO blocked on
-    model, directory = load_model(source)
+    model, directory = load_model(source, device, dtype, revision)
     tokenizer = load_tokenizer(directory)
     encoding = tokenizer.encode(text)
     if not encoding.ids:
         raise UserError("--text gives no tokens")
     import torch
 
-    ids = torch.tensor([encoding.ids])
+    ids = torch.tensor([encoding.ids], device=next(model.parameters()).device)
     n_layers, n_heads = stack_sizes(model)
     layers, heads = pick(layer, n_layers, "layer"), pick(head, n_heads, "head")
     maps = attention_maps(model.eval(), ids, layers)

@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
+    import torch
     from torch import nn
 
+    from archzoo.model_source import ModelRef
     from archzoo.spec import Spec
 
 
@@ -83,6 +85,73 @@ def load_spec(source: str, sets: tuple[str, ...] = ()) -> Spec:
     import archzoo
 
     return archzoo.load_spec(spec_source(source), parse_sets(sets))
+
+
+# ---------------------------------------------------------------- naming a model
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def model_options(f):  # noqa: ANN001, ANN201 - a click decorator stack
+    """--device, --dtype and --revision: where and in what precision a named model runs."""
+    opts = [
+        click.option("--device", help="Run on this device: cpu, cuda, cuda:1 ... (default: cpu)."),
+        click.option(
+            "--dtype", type=click.Choice(DTYPES), help="Load the weights in this precision."
+        ),
+        click.option("--revision", help="Hub revision (branch, tag or commit) of an org/name id."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def torch_device(name: str | None) -> torch.device | None:
+    """--device as a torch.device that is present here (None: leave the model where it is)."""
+    if name is None:
+        return None
+    import torch
+
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise UserError(
+            f"--device {name!r}: expected cpu, cuda, cuda:N or another torch device"
+        ) from None
+    if device.type == "meta":
+        raise UserError("--device meta holds no weights to run; expected cpu, cuda, cuda:N")
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0 or (device.index or 0) >= count:
+            raise UserError(f"--device {name}: no such CUDA device here ({count} present)")
+    return device
+
+
+def resolve(source: str, revision: str | None = None, *, spec_only: bool = False) -> ModelRef:
+    """What a model name on the command line names (archzoo.resolve_model)."""
+    from archzoo.model_source import resolve_model
+
+    return resolve_model(source, revision, spec_only=spec_only)
+
+
+def load_named(
+    source: str,
+    device: str | None = None,
+    dtype: str | None = None,
+    revision: str | None = None,
+) -> tuple[Any, ModelRef]:
+    """A model with weights from any name, on --device in --dtype, and what it resolved to;
+    a zoo name or spec file (no weights) is a user error that says how to get weights."""
+    import torch
+
+    from archzoo.model_source import no_weights_message
+
+    where = torch_device(device)
+    ref = resolve(source, revision)
+    if not ref.has_weights:
+        raise UserError(no_weights_message(source))
+    model = ref.load(device=where, dtype=getattr(torch, dtype) if dtype else None)
+    return model.eval(), ref
 
 
 # ---------------------------------------------------------------- output

@@ -9,24 +9,41 @@ import click
 
 import archzoo
 
-from .common import SEED, SET_OPTION, UserError, emit_json, parse_sets, spec_source
+from .common import (
+    SEED,
+    SET_OPTION,
+    emit_json,
+    model_options,
+    parse_sets,
+    resolve,
+    torch_device,
+)
 
 
-def load_source(source: str, sets: tuple[str, ...], seed: int) -> Any:
-    """The model to export: an archzoo .safetensors file, an HF directory, or a zoo name /
-    spec file built with random weights (`--set` overrides apply to all three)."""
-    path = Path(source)
+def load_source(
+    source: str,
+    sets: tuple[str, ...],
+    seed: int,
+    device: str | None = None,
+    dtype: str | None = None,
+    revision: str | None = None,
+) -> tuple[Any, Path | None]:
+    """The model to export, and the directory of its tokenizer files: any model name with weights (a weights file, a run or HF
+    directory, a Hub id), or a zoo name / spec file built with random weights (`--set`
+    overrides apply to all)."""
+    import torch
+
+    where = torch_device(device)
+    precision = getattr(torch, dtype) if dtype else None
     overrides = parse_sets(sets)
-    if path.is_dir():
-        model = archzoo.from_hf(path)
-    elif path.is_file() and path.suffix == ".safetensors":
-        model = archzoo.load(path)
-    else:
-        import torch
-
+    ref = resolve(source, revision)
+    if not ref.has_weights:
         torch.manual_seed(seed)
-        return archzoo.build_model(archzoo.load_spec(spec_source(source), overrides))
-    return with_overrides(model, overrides, source) if overrides else model
+        spec = ref.spec(overrides)
+        return archzoo.build_model(spec, device=where, dtype=precision), None
+    model = ref.load(device=where, dtype=precision)
+    model = with_overrides(model, overrides, source) if overrides else model
+    return model, ref.directory
 
 
 def with_overrides(model: Any, overrides: dict[str, Any], source: str) -> Any:
@@ -41,7 +58,7 @@ def with_overrides(model: Any, overrides: dict[str, Any], source: str) -> Any:
 
 
 @click.command("export")
-@click.argument("source", metavar="FILE.safetensors|NAME|DIR")
+@click.argument("source", metavar="MODEL")
 @click.option(
     "--hf",
     "out",
@@ -68,6 +85,7 @@ def with_overrides(model: Any, overrides: dict[str, Any], source: str) -> Any:
     "--seed", type=SEED, default=0, show_default=True, help="Seed of a NAME's random weights."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@model_options
 def export_cmd(
     source: str,
     out: str,
@@ -79,8 +97,14 @@ def export_cmd(
     force: bool,
     seed: int,
     as_json: bool,
+    device: str | None,
+    dtype: str | None,
+    revision: str | None,
 ) -> None:
-    """Export a model to an HF directory, after transformers loaded it and matched archzoo."""
+    """Export a model to an HF directory, after transformers loaded it and matched archzoo.
+
+    MODEL: a weights file, a `zoo train` run or HF directory, a Hub id org/name[@rev], or a
+    zoo name or spec file (random weights, --seed)."""
     from archzoo.hf_files import check_target, parse_size
 
     check_target(Path(out), overwrite=force)  # before loading anything
@@ -89,9 +113,10 @@ def export_cmd(
         raise click.BadParameter(
             f"expected a number >= 0, got {tolerance}", param_hint="--tolerance"
         )
-    if not Path(source).exists() and not sets and source.endswith(".safetensors"):
-        raise UserError(f"{source}: no such file")
-    model = load_source(source, sets, seed)
+    model, directory = load_source(source, sets, seed, device, dtype, revision)
+    if tokenizer is None and model.hf_source is None and directory is not None:
+        if (directory / "tokenizer.json").is_file():  # a run's or a weights file's neighbour
+            tokenizer = str(directory)
     report = archzoo.to_hf(
         model,
         out,

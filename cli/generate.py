@@ -8,20 +8,21 @@ from typing import Any
 
 import click
 
-import archzoo
 from archzoo.errors import printable
 
-from .common import SEED, UserError, utf8_text
+from .common import SEED, UserError, load_named, model_options, utf8_text
 
 
-def load_model(source: str) -> tuple[Any, Path]:
-    """A model from an archzoo .safetensors file or an HF directory, and where it lives."""
-    path = Path(source)
-    if path.is_dir():
-        return archzoo.from_hf(path), path
-    if path.is_file():
-        return archzoo.load(path).eval(), path.parent
-    raise UserError(f"{source}: no such file or directory")
+def load_model(
+    source: str,
+    device: str | None = None,
+    dtype: str | None = None,
+    revision: str | None = None,
+) -> tuple[Any, Path]:
+    """A model with weights from any model name (a weights file, a run or HF directory, a
+    Hub id), and the directory of its tokenizer."""
+    model, ref = load_named(source, device, dtype, revision)
+    return model, ref.directory
 
 
 def load_tokenizer(directory: Path) -> Any:
@@ -49,7 +50,7 @@ def probability(value: float | None) -> float | None:
 
 
 @click.command("generate")
-@click.argument("source", metavar="FILE|DIR")
+@click.argument("source", metavar="MODEL")
 @click.option("--prompt", required=True, help="Text to continue.", callback=utf8_text)
 @click.option("--max-new-tokens", default=50, show_default=True, type=click.IntRange(min=1))
 @click.option("--min-new-tokens", default=0, show_default=True, type=click.IntRange(min=0))
@@ -72,6 +73,7 @@ def probability(value: float | None) -> float | None:
 )
 @click.option("--num-beams", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option("--seed", type=SEED, help="Seed for sampling.")
+@model_options
 def generate_cmd(
     source: str,
     prompt: str,
@@ -83,13 +85,19 @@ def generate_cmd(
     top_p: float | None,
     num_beams: int,
     seed: int | None,
+    device: str | None,
+    dtype: str | None,
+    revision: str | None,
 ) -> None:
-    """Generate a continuation of PROMPT, printing text as it is produced."""
+    """Generate a continuation of PROMPT, printing text as it is produced.
+
+    MODEL: a weights file, a `zoo train` run or HF directory, or a Hub id org/name[@rev]."""
     import torch
 
-    model, directory = load_model(source)
+    model, directory = load_model(source, device, dtype, revision)
     tokenizer = load_tokenizer(directory)
-    ids = torch.tensor([tokenizer.encode(prompt).ids])
+    where = next(model.parameters()).device
+    ids = torch.tensor([tokenizer.encode(prompt).ids], device=where)
     if ids.shape[1] == 0:
         raise UserError("the prompt encodes to no tokens")
     max_len = model.spec.data["max_len"]
@@ -99,7 +107,7 @@ def generate_cmd(
             f"--max-new-tokens {max_new_tokens} with a {ids.shape[1]}-token prompt needs "
             f"{max(need, ids.shape[1])} positions; {model.spec.name} has max_len {max_len}"
         )
-    generator = torch.Generator().manual_seed(seed) if seed is not None else None
+    generator = torch.Generator(where).manual_seed(seed) if seed is not None else None
     context = ids[0].tolist()  # decode prompt + new tokens together so spacing is right
     printed = tokenizer.decode(context)
 

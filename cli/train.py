@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from .common import SEED, SET_OPTION, parse_sets, spec_source
@@ -159,7 +161,8 @@ def make_config(out: str, options: dict, **extra):  # noqa: ANN001, ANN003, ANN2
     default="run",
     show_default=True,
     metavar="DIR",
-    help="Run directory: metrics.jsonl, checkpoint.safetensors, model.safetensors.",
+    help="Run directory: model.safetensors, spec.yaml, tokenizer.json (a model directory), "
+    "metrics.jsonl, checkpoint.safetensors.",
 )
 @click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option(
@@ -198,4 +201,11 @@ def train_cmd(
     if evals:
         line += f", eval loss {evals[-1]['eval_loss']:.4f} (perplexity {evals[-1]['eval_perplexity']:.2f})"
     click.echo(f"{line}, {last['tokens_per_s']:,.0f} tokens/s")
-    click.echo(f"wrote {result['out']}/metrics.jsonl and checkpoint.safetensors")
+    out = Path(result["out"])
+    if (out / "model.safetensors").is_file() and last["step"] == cfg.steps:
+        click.echo(
+            f"wrote {out}: model.safetensors, spec.yaml, tokenizer.json, metrics.jsonl "
+            f"(a model directory: zoo generate {out} --prompt TEXT)"
+        )
+    else:
+        click.echo(f"wrote {out}/metrics.jsonl and checkpoint.safetensors")

@@ -24,9 +24,10 @@ if TYPE_CHECKING:
     from .hf_import import from_hf
     from .hooks import hookimpl
     from .model import ModelOutput, ZooModel
+    from .model_source import load, resolve_model
     from .registry import Registry, RegistryError, get_registry
     from .spec import Spec, load_spec
-    from .weights import WeightsError, load, save
+    from .weights import WeightsError, save
 
 # public name -> the module of this package that defines it
 _EXPORTS = {
@@ -50,7 +51,8 @@ _EXPORTS = {
     "Spec": "spec",
     "load_spec": "spec",
     "WeightsError": "weights",
-    "load": "weights",
+    "load": "model_source",
+    "resolve_model": "model_source",
     "save": "weights",
 }
 
@@ -115,6 +117,7 @@ __all__ = [
     "load",
     "load_spec",
     "param",
+    "resolve_model",
     "save",
     "to_hf",
 ]

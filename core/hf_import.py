@@ -14,6 +14,7 @@ from .checkpoint_files import index_shards, read_json, regular_file
 from .converter import ConversionError, TensorSource
 from .errors import SpecError
 from .hf_tensors import ZooNames
+from .hub import parse_hub_id, snapshot
 from .model import ZooModel
 from .placement import as_device, as_dtype
 from .registry import Registry, RegistryError, get_registry
@@ -60,11 +61,16 @@ def from_hf(
     dtype: torch.dtype | str | None = None,
     *,
     registry: Registry | None = None,
+    revision: str | None = None,
 ) -> ZooModel:
-    """Build a ZooModel equivalent to an HF checkpoint directory and load its weights."""
+    """Build a ZooModel equivalent to an HF checkpoint directory, or a Hub id
+    (`org/name[@revision]`, through huggingface_hub's cache), and load its weights."""
     device, dtype = as_device(device), as_dtype(dtype)  # before any work, naming them
     reg = registry or get_registry()
     d = Path(directory)
+    hub = parse_hub_id(str(directory)) if not d.exists() else None
+    if hub is not None:
+        d = snapshot(hub[0], hub[1] or revision)
     config = read_config(d)
     model_type = config["model_type"]
     try:

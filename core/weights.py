@@ -70,7 +70,7 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
         raise WeightsError(f"{p}: not a readable safetensors file ({exc})") from None
 
 
-def load(
+def load_file(
     path: str | os.PathLike[str],
     device: str | torch.device | None = None,
     dtype: torch.dtype | str | None = None,

@@ -37,6 +37,8 @@ from .optimizers import Optimizers, make_optimizers
 from .schedule import lr_factor
 from .tokenizer import Tokenizer, load_tokenizer
 
+SPEC_FILE = "spec.yaml"  # the run's resolved spec, beside model.safetensors
+
 METRICS = "metrics.jsonl"
 
 
@@ -201,6 +203,8 @@ def _train(
     elif ckpt.is_file():
         raise ValueError(f"--out {out} already holds a run; pass --resume or choose another --out")
     out.mkdir(parents=True, exist_ok=True)
+    if ranks.rank == 0:  # a run directory is a model directory: spec and tokenizer beside
+        write_model_files(out, spec, tok)  # the weights that the end of the run adds
     cache = Path(cfg.data_cache) if cfg.data_cache else out / "data"
     if ranks.local == 0:  # one tokeniser per machine; the others wait and then map the files
         objective = make_objective(spec, cfg, tok, files, cache)
@@ -320,6 +324,14 @@ def _train(
         "history": history,
         "out": str(out),
     }
+
+
+def write_model_files(out: Path, spec: Spec, tok: Tokenizer) -> None:
+    """DIR/spec.yaml (the resolved spec) and DIR/tokenizer.json (the bytes tokenizer written
+    out, or a copy of --tokenizer), so `zoo generate DIR` and `archzoo.load(DIR)` need nothing
+    else once DIR/model.safetensors is written."""
+    (out / SPEC_FILE).write_text(spec.to_yaml(), encoding="utf-8")
+    tok.save(out)
 
 
 def _save_model(spec: Spec, net: nn.Module, path: Path, lead: bool) -> None:

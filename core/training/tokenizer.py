@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +52,12 @@ class ByteTokenizer:
     def fingerprint(self) -> str:
         return "bytes"
 
+    def save(self, directory: Path) -> Path:
+        """Write DIR/tokenizer.json: the same ids, readable by `tokenizers` and transformers."""
+        path = directory / "tokenizer.json"
+        path.write_text(byte_tokenizer_json(), encoding="utf-8")
+        return path
+
 
 class HFTokenizer:
     """A tokenizer.json read with the optional `tokenizers` package (size-capped, guarded)."""
@@ -82,8 +90,61 @@ class HFTokenizer:
     def fingerprint(self) -> str:
         return self.file.sha256[:16]  # of the bytes read, not of what the file holds now
 
+    def save(self, directory: Path) -> Path:
+        """Copy the tokenizer.json into DIR (nothing to do when it is already there)."""
+        path = directory / "tokenizer.json"
+        if not (path.exists() and path.samefile(self.path)):
+            shutil.copyfile(self.path, path)
+        return path
+
 
 Tokenizer = ByteTokenizer | HFTokenizer
+
+SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<mask>")  # ByteTokenizer's ids 256..259, in order
+
+
+def byte_symbols() -> list[str]:
+    """The printable character that stands for each byte in a byte-level tokenizer.json:
+    printable Latin-1 bytes stand for themselves, the other bytes (controls, space, 0x7f-0xa0,
+    0xad) take the characters from U+0100 on, in byte order: the `tokenizers` ByteLevel map."""
+    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    others = [b for b in range(256) if b not in printable]
+    symbol = {b: chr(b) for b in printable}
+    symbol.update({b: chr(0x100 + n) for n, b in enumerate(others)})
+    return [symbol[b] for b in range(256)]
+
+
+def byte_tokenizer_json() -> str:
+    """ByteTokenizer as a `tokenizers` file: a byte-level BPE without merges, one token per
+    byte (id = the byte). The special tokens are vocabulary entries of several symbols, which
+    no text can produce (every byte is one symbol and nothing merges), so any text encodes to
+    exactly its UTF-8 bytes, as ByteTokenizer.encode; `token_to_id("</s>")` finds them."""
+    vocab = {sym: i for i, sym in enumerate(byte_symbols())}
+    vocab.update({tok: 256 + i for i, tok in enumerate(SPECIAL_TOKENS)})
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True}
+    data = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [],
+        "normalizer": None,
+        "pre_tokenizer": {**byte_level, "use_regex": False},  # no split: bytes only
+        "post_processor": None,
+        "decoder": {**byte_level, "use_regex": False},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": [],
+        },
+    }
+    return json.dumps(data, ensure_ascii=False, indent=1)
 
 
 def load_tokenizer(name: str) -> Tokenizer:
