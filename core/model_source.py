@@ -23,6 +23,7 @@ from .errors import SpecError, WeightsError
 from .hf_import import from_hf, read_config
 from .hub import parse_hub_id, snapshot
 from .model import ZooModel
+from .placement import as_device, as_dtype
 from .registry import get_registry
 from .spec import Spec, find_model, load_spec
 from .weights import SPEC_KEY, load_file, read_metadata
@@ -85,7 +86,7 @@ class ModelRef:
             ) from None
 
     def load(
-        self, device: str | torch.device | None = None, dtype: torch.dtype | None = None
+        self, device: str | torch.device | None = None, dtype: torch.dtype | str | None = None
     ) -> ZooModel:
         """The model with its weights, in eval mode; a zoo name is refused (it has none)."""
         if self.kind == "spec":
@@ -166,12 +167,13 @@ def _metadata(path: Path) -> dict[str, str]:
 def load(
     name: str | os.PathLike[str],
     device: str | torch.device | None = None,
-    dtype: torch.dtype | None = None,
+    dtype: torch.dtype | str | None = None,
     *,
     revision: str | None = None,
 ) -> ZooModel:
     """A model with its weights from any name: an archzoo .safetensors file, a `zoo train`
     run directory, an HF directory or a Hub id (`org/name[@revision]`); in eval mode."""
+    device, dtype = as_device(device), as_dtype(dtype)  # before any work, naming them
     try:
         return resolve_model(name, revision).load(device=device, dtype=dtype)
     except SpecError as exc:  # a name that is nothing: say so as a weights error
