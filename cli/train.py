@@ -200,7 +200,10 @@ def train_cmd(
     line = f"step {last['step']}: loss {last['loss']:.4f}"
     if evals:
         line += f", eval loss {evals[-1]['eval_loss']:.4f} (perplexity {evals[-1]['eval_perplexity']:.2f})"
-    click.echo(f"{line}, {last['tokens_per_s']:,.0f} tokens/s")
+    line += f", {last['tokens_per_s']:,.0f} tokens/s"
+    if result.get("padding_fraction") is not None:  # --pack
+        line += f", packed rows {result['padding_fraction']:.1%} padding"
+    click.echo(line)
     out = Path(result["out"])
     if (out / "model.safetensors").is_file() and last["step"] == cfg.steps:
         click.echo(

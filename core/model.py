@@ -192,6 +192,11 @@ class Stack(nn.Module):
         layer_ctxs = [ctx if i is None else own[i] for i in self.position_of]
         cross_ctx = None
         if memory is not None:
+            if (memory_documents is None) != (documents is None):
+                raise ValueError(
+                    "cross-attention of packed rows needs the documents of both sides: "
+                    "documents (the queries') and memory_documents (the memory's)"
+                )
             cross_mask = AttentionMask.build(
                 T,
                 memory.shape[1],

@@ -11,6 +11,7 @@ import itertools
 import json
 import math
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -256,6 +257,8 @@ def test_bad_document_ids_are_refused() -> None:
     t5 = build(**T5)
     with pytest.raises(ValueError, match="document_ids was given alone"):
         t5(ids, decoder_input_ids=ids, document_ids=torch.zeros(2, 6, dtype=torch.long))
+    with pytest.raises(ValueError, match="needs the documents of both sides"):
+        t5.decoder(ids, memory=torch.zeros(2, 6, 32), documents=torch.zeros(2, 6, dtype=torch.long))
 
 
 # ---------------------------------------------------------------- zoo train --pack
@@ -372,3 +375,15 @@ def test_zoo_compare_pack_with_muon(tmp_path) -> None:
     run = Path(report["specs"][0]["runs"][0]["out"])
     saved = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
     assert "eval_loss" in saved
+
+
+def test_zoo_train_pack_reports_the_padding(tmp_path) -> None:
+    write_jsonl(tmp_path / "c.jsonl")
+    args = ["train", "gpt2", "--data", str(tmp_path / "c.jsonl"), "--pack", "--steps", "2"]
+    args += ["--seq-len", "32", "--no-progress", "--out", str(tmp_path / "run")]
+    for key, value in {**SMALL, "dropout": 0.0}.items():
+        args += ["--set", f"{key}={value}"]
+    done = CliRunner().invoke(main, args)
+    assert done.exit_code == 0, done.output
+    padding = float(re.search(r"packed rows ([\d.]+)% padding", done.output).group(1))
+    assert 0.0 <= padding < 5.0
