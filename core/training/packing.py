@@ -41,20 +41,33 @@ def document_spans(
 
 def best_fit(lengths: list[int], capacity: int) -> list[list[int]]:
     """Rows of document indices: longest first, each into the row with the least room that
-    still holds it (a new row when none does). Deterministic for given lengths."""
+    still holds it (a new row when none does). Deterministic for given lengths.
+
+    Rows are kept in buckets by free room, and the distinct room values in a sorted list
+    (at most `capacity` of them), so each placement is a bisection: O(n log n) in all.
+    """
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     rows: list[list[int]] = []
-    room: list[tuple[int, int]] = []  # (free tokens, row index), sorted
+    by_room: dict[int, list[int]] = {}  # free tokens -> rows with that much room
+    rooms: list[int] = []  # the keys of by_room, sorted
     for i in order:
         n = lengths[i]
-        at = bisect.bisect_left(room, (n, -1))
-        if at == len(room):
-            rows.append([i])
-            bisect.insort(room, (capacity - n, len(rows) - 1))
-            continue
-        free, r = room.pop(at)
+        at = bisect.bisect_left(rooms, n)
+        if at == len(rooms):
+            rows.append([])
+            r, free = len(rows) - 1, capacity
+        else:
+            free = rooms[at]
+            r = by_room[free].pop()
+            if not by_room[free]:
+                del by_room[free], rooms[at]
         rows[r].append(i)
-        bisect.insort(room, (free - n, r))
+        left = free - n
+        if left > 0:
+            if left not in by_room:
+                by_room[left] = []
+                bisect.insort(rooms, left)
+            by_room[left].append(r)
     return rows
 
 
