@@ -54,6 +54,7 @@ def with_overrides(model: Any, overrides: dict[str, Any], source: str) -> Any:
     again = archzoo.build_model(spec, device="meta")
     load_state(again, dict(model.state_dict()), {}, f"{source} with --set")
     again.hf_source = model.hf_source
+    again.loaded_from = model.loaded_from
     return again.eval()
 
 
@@ -107,7 +108,8 @@ def export_cmd(
     zoo name or spec file (random weights, --seed)."""
     from archzoo.hf_files import check_target, parse_size
 
-    check_target(Path(out), overwrite=force)  # before loading anything
+    inputs = [Path(p) for p in (source, tokenizer) if p is not None and Path(p).exists()]
+    check_target(Path(out), overwrite=force, inputs=inputs)  # before loading anything
     parse_size(max_shard_size)
     if tolerance is not None and not tolerance >= 0:  # NaN too: no difference is "<= nan"
         raise click.BadParameter(

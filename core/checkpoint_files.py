@@ -10,6 +10,7 @@ from typing import Any
 from .converter import ConversionError
 
 MAX_JSON_BYTES = 50_000_000  # config.json, index and tokenizer files are far smaller
+MAX_JSON_DEPTH = 32  # real configs nest a few levels (text_config -> rope_scaling -> list)
 
 
 def regular_file(path: Path, what: str) -> Path:
@@ -23,16 +24,39 @@ def regular_file(path: Path, what: str) -> Path:
     return path
 
 
-def read_json(path: Path, what: str, max_bytes: int = MAX_JSON_BYTES) -> Any:
-    """Parse a JSON file after checking its kind and size; errors name the file."""
+def read_json(
+    path: Path, what: str, max_bytes: int = MAX_JSON_BYTES, max_depth: int = MAX_JSON_DEPTH
+) -> Any:
+    """Parse a JSON file after checking its kind and size, then its nesting depth (a value
+    nested hundreds deep passes json.loads, then overflows the recursion of whatever copies
+    or compares it); errors name the file."""
     regular_file(path, what)
     size = path.stat().st_size
     if size > max_bytes:
         raise ConversionError(f"{path}: {what} is {size} bytes (more than {max_bytes})")
     try:
-        return json.loads(path.read_bytes().decode("utf-8"))
+        value = json.loads(path.read_bytes().decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise ConversionError(f"{path}: {what} is not valid JSON ({exc})") from None
+    if nesting_depth(value, max_depth) > max_depth:
+        raise ConversionError(f"{path}: {what} is nested more than {max_depth} levels deep")
+    return value
+
+
+def nesting_depth(value: Any, stop_above: int) -> int:
+    """How many objects and lists deep `value` goes (0 for a number or string), counted
+    without recursion; stops at `stop_above + 1` (the first branch found deeper)."""
+    deepest = 0
+    stack = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            depth += 1
+            if depth > stop_above:
+                return depth
+            stack.extend((c, depth) for c in (node.values() if isinstance(node, dict) else node))
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def index_shards(directory: Path, index: Path) -> list[Path]:

@@ -9,7 +9,6 @@ with archzoo within the tolerance is renamed onto the target. Otherwise nothing 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
@@ -17,7 +16,8 @@ from typing import Any
 
 import torch
 
-from .converter import Converter
+from .checkpoint_files import read_json
+from .converter import ConversionError, Converter
 from .hf_express import ExportError, Expression, differences, effective_parts, nearest
 from .hf_files import (
     DEFAULT_SHARD_SIZE,
@@ -75,14 +75,18 @@ def to_hf(
 
     `model_type` forces the HF type (default: the first that expresses the spec exactly,
     the type the model was imported from first). `tokenizer_from`: a directory whose
-    tokenizer files to copy (default: the HF directory the model was imported from).
+    tokenizer files (and generation_config.json) to copy; it must hold a tokenizer (default:
+    the directory the model was read from, by `from_hf` or `load`, which may hold none).
     `release=True` frees the model's weights once they are written (it is left on the meta
     device), so transformers' check never holds a second copy (`zoo export` does this).
     Raises ExportError (nothing written) when no type fits or the check fails.
     """
     reg = registry or get_registry()
     target = Path(directory)
-    check_target(target, overwrite=overwrite)
+    tokenizer_dir = _tokenizer_dir(model, tokenizer_from)
+    read_from = [p for p in (getattr(model, "loaded_from", None), tokenizer_dir) if p]
+    check_target(target, overwrite=overwrite, inputs=read_from)
+    generation = _generation(model, tokenizer_dir)  # the source's file is checked before work
     if any(t.device.type == "meta" for t in model.state_dict().values()):
         raise ExportError(f"cannot export {model.spec.name!r}: it has no weights (meta device)")
     shard_size = parse_size(max_shard_size)
@@ -102,7 +106,6 @@ def to_hf(
         ours = run(model, inputs)
     finally:
         model.train(was_training)
-    tokenizer_dir = Path(tokenizer_from) if tokenizer_from else _existing(source.get("directory"))
     tol = default_tolerance(dtype) if tolerance is None else tolerance
     with staged_directory(target) as tmp:
         write_shards(tmp, tensors, shard_size)
@@ -110,7 +113,7 @@ def to_hf(
         if release:
             model.to("meta")
         write_json(tmp / "config.json", config.to_dict())
-        write_json(tmp / "generation_config.json", _generation(model, tokenizer_dir))
+        write_json(tmp / "generation_config.json", generation)
         copied = _copy_tokenizer(tokenizer_dir, tmp) if tokenizer_dir else []
         diff = _probe(cls, tmp, dtype, inputs, mask, ours, tol, target, choice)
         files = sorted(p.name for p in tmp.iterdir())
@@ -235,19 +238,36 @@ def _probe(
     return diff
 
 
-def _existing(directory: Any) -> Path | None:
-    return Path(directory) if isinstance(directory, str) and Path(directory).is_dir() else None
+def _tokenizer_dir(model: ZooModel, tokenizer_from: str | os.PathLike[str] | None) -> Path | None:
+    """The directory tokenizer files and generation_config.json are copied from: the one the
+    user names (which must hold a tokenizer), else the one the model was read from (from_hf's
+    directory, load's file's directory); never a path recorded inside a weights file."""
+    if tokenizer_from is None:
+        return getattr(model, "loaded_from", None)
+    path = Path(tokenizer_from)
+    if not path.exists():
+        raise ExportError(f"tokenizer_from {path}: no such directory")
+    if not path.is_dir():
+        raise ExportError(f"tokenizer_from {path}: not a directory")
+    if not _tokenizer_files(path):
+        names = ", ".join((*TOKENIZER_FILES, *TOKENIZER_PATTERNS))
+        raise ExportError(f"tokenizer_from {path}: holds no tokenizer file ({names})")
+    return path
 
 
 def _generation(model: ZooModel, source: Path | None) -> dict[str, Any]:
     """generation_config.json: the source's (if any), with the spec's special token ids."""
     out: dict[str, Any] = {}
-    if source is not None and (source / "generation_config.json").is_file():
+    path = source / "generation_config.json" if source is not None else None
+    if path is not None and (path.exists() or path.is_symlink()):
         try:
-            loaded = json.loads((source / "generation_config.json").read_text(encoding="utf-8"))
-            out = loaded if isinstance(loaded, dict) else {}
-        except (OSError, ValueError):
-            out = {}
+            loaded = read_json(path, "generation_config.json")  # size and depth capped
+        except ConversionError as exc:
+            raise ExportError(f"{exc}; nothing was written") from None
+        if not isinstance(loaded, dict):
+            kind = type(loaded).__name__
+            raise ExportError(f"{path}: generation_config.json must be a JSON object, got a {kind}")
+        out = loaded
     for key in GENERATION_KEYS:
         value = model.spec.data.get(key)
         if value is not None:
@@ -257,13 +277,17 @@ def _generation(model: ZooModel, source: Path | None) -> dict[str, Any]:
     return out
 
 
-def _copy_tokenizer(source: Path, directory: Path) -> list[str]:
-    """Copy the tokenizer files of `source` (regular files, links followed) to `directory`."""
+def _tokenizer_files(source: Path) -> list[Path]:
+    """The tokenizer files in `source` (regular files, links followed)."""
     found = [source / n for n in TOKENIZER_FILES]
     found += [p for pattern in TOKENIZER_PATTERNS for p in sorted(source.glob(pattern))]
+    return [p for p in found if p.is_file()]  # follows links (an HF cache links to blobs)
+
+
+def _copy_tokenizer(source: Path, directory: Path) -> list[str]:
+    """Copy the tokenizer files of `source` to `directory`."""
     copied = []
-    for path in found:
-        if path.is_file():  # follows links (an HF cache snapshot links to its blobs)
-            shutil.copyfile(path, directory / path.name)
-            copied.append(path.name)
+    for path in _tokenizer_files(source):
+        shutil.copyfile(path, directory / path.name)
+        copied.append(path.name)
     return copied

@@ -8,7 +8,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -100,8 +100,24 @@ def write_json(path: Path, data: Any) -> None:
         os.fsync(f.fileno())
 
 
-def check_target(target: Path, *, overwrite: bool = False) -> None:
-    """Refuse a target that cannot take the export, before any work."""
+def check_target(target: Path, *, overwrite: bool = False, inputs: Iterable[Path] = ()) -> None:
+    """Refuse a target that cannot take the export, before any work. The export replaces
+    the whole directory, so it must be neither the current directory (nor hold it) nor
+    one of `inputs` (nor hold one): `--hf SRC --force` would delete the source's files."""
+    here = _spellings(Path.cwd())
+    if _spellings(target) & ({p for h in here for p in (h, *h.parents)}):
+        raise WeightsError(
+            f"cannot write {target}: it is the current directory or holds it; "
+            "name a new directory to export to"
+        )
+    for item in inputs:
+        inside = {p for s in _spellings(Path(item)) for p in (s, *s.parents)}
+        if _spellings(target) & inside:
+            how = "is" if _spellings(target) & _spellings(Path(item)) else "holds"
+            raise WeightsError(
+                f"cannot write {target}: it {how} the input {item}; an export replaces its "
+                "target directory and never deletes its own inputs: name a new directory"
+            )
     if not target.parent.is_dir():
         raise WeightsError(f"cannot write {target}: directory {target.parent} does not exist")
     if target.is_symlink() or (target.exists() and not target.is_dir()):
@@ -113,6 +129,11 @@ def check_target(target: Path, *, overwrite: bool = False) -> None:
         )
     if not os.access(target.parent, os.W_OK):
         raise WeightsError(f"cannot write {target}: directory {target.parent} is not writable")
+
+
+def _spellings(path: Path) -> set[Path]:
+    """`path` made absolute as written and with links resolved (a link and its target)."""
+    return {Path(os.path.abspath(path)), path.resolve()}
 
 
 @contextmanager

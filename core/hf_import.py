@@ -112,6 +112,7 @@ def from_hf(
     src.check_complete()
     load_state(model, state, {}, str(d))
     model.hf_source = {"directory": str(d.resolve()), "model_type": model_type}
+    model.loaded_from = d.absolute()
     if device is not None or dtype is not None:
         model = model.to(device=device, dtype=dtype)
     return model.eval()

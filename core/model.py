@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -307,6 +308,7 @@ class ZooModel(nn.Module):
     """A transformer assembled from a resolved spec."""
 
     hf_source: dict[str, str] | None = None  # from_hf: {"directory", "model_type"} it came from
+    loaded_from: Path | None = None  # the directory from_hf or load read it from (not metadata)
 
     def __init__(
         self, spec: Spec, *, encoder: Stack | None, decoder: Stack | None, head: Head

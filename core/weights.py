@@ -109,6 +109,7 @@ def load_file(
     model = build_model(spec, device="meta", dtype=stored)  # keep the saved precision
     load_state(model, state, aliases, str(p))
     model.hf_source = _hf_source(meta.get(HF_SOURCE_KEY))
+    model.loaded_from = p.absolute().parent  # the metadata's directory is a record, not read
     if device is not None or dtype is not None:
         model = model.to(device=device, dtype=dtype)
     return model.eval()  # as transformers' from_pretrained: call .train() to fine-tune

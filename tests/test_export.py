@@ -239,7 +239,8 @@ def test_export_whose_probe_fails_writes_nothing(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]
 
 
-def test_tokenizer_files_follow_the_model_through_save_and_load(tmp_path):
+def test_tokenizer_files_come_from_tokenizer_from_or_beside_the_weights(tmp_path):
+    """Never from the HF directory a weights file's metadata names (tests/test_hostile_export)."""
     source = save_hf(tiny_hf("gpt2"), tmp_path / "hf")
     files = {
         "tokenizer.json": '{"version": "1.0"}',
@@ -251,11 +252,16 @@ def test_tokenizer_files_follow_the_model_through_save_and_load(tmp_path):
     }
     for name, text in files.items():
         (source / name).write_text(text)
-    archzoo.save(archzoo.from_hf(source), tmp_path / "tuned.safetensors")  # import, fine-tune
-    report = archzoo.to_hf(archzoo.load(tmp_path / "tuned.safetensors"), tmp_path / "out")
+    tuned = tmp_path / "run" / "tuned.safetensors"
+    tuned.parent.mkdir()
+    archzoo.save(archzoo.from_hf(source), tuned)  # import, fine-tune
+    report = archzoo.to_hf(archzoo.load(tuned), tmp_path / "out", tokenizer_from=source)
     assert sorted(report["tokenizer_files"]) == sorted(files)
     for name, text in files.items():
         assert (tmp_path / "out" / name).read_text() == text
+        (tuned.parent / name).write_text(text)  # beside the weights, as in a `zoo train` run
+    report = archzoo.to_hf(archzoo.load(tuned), tmp_path / "out2")
+    assert sorted(report["tokenizer_files"]) == sorted(files)
 
 
 def test_sharded_export_loads_with_an_index(tmp_path):
