@@ -10,6 +10,7 @@ import click
 from .attn_page import head_view_html
 from .common import UserError, model_options, utf8_text
 from .generate import load_model, load_tokenizer
+from .token_text import token_texts
 
 if TYPE_CHECKING:
     import torch
@@ -48,9 +49,15 @@ def stack_sizes(model: Any) -> tuple[int, int]:
 
 
 def write_png(
-    path: Path, tokens: list[str], layers: list[int], heads: list[int], maps: list[torch.Tensor]
+    path: Path,
+    tokens: list[str],
+    layers: list[int],
+    heads: list[int],
+    maps: list[torch.Tensor],
+    drop_sink: bool = False,
 ) -> None:
-    """A layers x heads grid of heat maps (query rows, key columns) with token labels."""
+    """A layers x heads grid of heat maps (query rows, key columns) with token labels and a
+    colour bar over the data's range (without key 0's column when `drop_sink`)."""
     try:
         import matplotlib
 
@@ -60,24 +67,36 @@ def write_png(
         raise UserError(
             "PNG output needs matplotlib: pip install 'archzoo[plot]' (or write .html)"
         ) from None
+    import numpy as np
+
     n, rows, cols = len(tokens), len(layers), len(heads)
+    grids = [
+        np.ma.masked_array(m[h].numpy(), mask=np.zeros((n, n), bool)) for m in maps for h in heads
+    ]
+    for g in grids:  # (T, T) each; the sink column is drawn grey, outside the scale
+        g.mask[:, 0] = drop_sink and n > 1
+    lo = float(min(g.min() for g in grids))
+    hi = float(max(g.max() for g in grids))
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="#e8e8e8")
     font = 9 if n <= 16 else 7 if n <= 32 else 5
     panel = max(1.3, n * font / 72 * 1.25)  # inches: one token label per row at `font` pt
     label = max(len(t) for t in tokens) * font / 72 * 0.62 + 0.45  # room for the labels
-    width, height = cols * panel + label, rows * panel + label + 0.3
+    bar = 1.1  # inches right of the panels: the colour bar and its label
+    width, height = cols * panel + label + bar, rows * panel + label + 0.6
     fig, axes = plt.subplots(rows, cols, figsize=(width, height), squeeze=False)
     fig.subplots_adjust(
         left=label / width,
-        right=1 - 0.1 / width,
+        right=1 - bar / width,
         bottom=label / height,
-        top=1 - 0.35 / height,
+        top=1 - 0.65 / height,
         wspace=0.06,
         hspace=0.06,
     )
+    image = None
     for r, layer in enumerate(layers):
         for c, head in enumerate(heads):
             ax = axes[r][c]
-            ax.imshow(maps[r][head].numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
+            image = ax.imshow(grids[r * cols + c], cmap=cmap, vmin=lo, vmax=hi)
             ax.set_xticks(range(n), tokens if r == rows - 1 else [], rotation=90, fontsize=font)
             ax.set_yticks(range(n), tokens if c == 0 else [], fontsize=font)
             ax.tick_params(length=0, pad=2)
@@ -94,6 +113,17 @@ def write_png(
                     va="center",
                     fontsize=font + 1,
                 )
+    colour_bar = fig.colorbar(image, ax=axes.ravel().tolist(), fraction=0.3 / width, pad=0.02)
+    colour_bar.set_label("attention probability", fontsize=font + 1)
+    colour_bar.ax.tick_params(labelsize=font)
+    sink = "; key 0 (grey) left out of the scale" if drop_sink and n > 1 else ""
+    fig.text(
+        0.01,
+        1 - 0.08 / height,
+        f"rows: query (attending), columns: key (attended to); range {lo:.4f}-{hi:.4f}{sink}",
+        va="top",
+        fontsize=font + 1,
+    )
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -108,7 +138,12 @@ def write_png(
     type=click.Path(dir_okay=False),
     default="attention.html",
     show_default=True,
-    help="FILE.html (interactive head view) or FILE.png (grid of heat maps).",
+    help="FILE.html (interactive heat maps) or FILE.png (grid of heat maps).",
+)
+@click.option(
+    "--drop-sink",
+    is_flag=True,
+    help="Leave key 0 (the first token's attention sink) out of the colour scale.",
 )
 @model_options
 def attn_cmd(
@@ -117,11 +152,12 @@ def attn_cmd(
     layer: int | None,
     head: int | None,
     out: str,
+    drop_sink: bool,
     device: str | None,
     dtype: str | None,
     revision: str | None,
 ) -> None:
-    """Attention of an imported model on TEXT: an HTML head view or a PNG grid.
+    """Attention of a model on TEXT: HTML heat maps (query x key) or a PNG grid.
 
     MODEL: a weights file, a `zoo train` run or HF directory, or a Hub id org/name[@rev]."""
     path = Path(out)
@@ -141,13 +177,16 @@ def attn_cmd(
     n_layers, n_heads = stack_sizes(model)
     layers, heads = pick(layer, n_layers, "layer"), pick(head, n_heads, "head")
     maps = attention_maps(model.eval(), ids, layers)
-    tokens = list(encoding.tokens)
+    tokens = token_texts(tokenizer, list(encoding.ids))  # decoded: no Ġ, newline as ↵
     if path.suffix.lower() == ".png":
-        write_png(path, tokens, layers, heads, maps)
+        write_png(path, tokens, layers, heads, maps, drop_sink)
     else:
         attn = [
             [[[round(p, 4) for p in row] for row in m[h].tolist()] for h in heads] for m in maps
         ]
         title = f"{model.spec.name}: {text}"
-        path.write_text(head_view_html(tokens, layers, heads, attn, title), encoding="utf-8")
+        page = head_view_html(
+            tokens, layers, heads, attn, title, ids=list(encoding.ids), drop_sink=drop_sink
+        )
+        path.write_text(page, encoding="utf-8")
     click.echo(f"wrote {out} ({len(layers)} layers x {len(heads)} heads, {len(tokens)} tokens)")

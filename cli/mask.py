@@ -102,13 +102,59 @@ def write_png(path: Path, pixels: Tensor) -> None:
     path.write_bytes(png)
 
 
+def write_figure(path: Path, frac: Tensor, length: int, title: str, note: str) -> bool:
+    """The pooled mask as a matplotlib picture: query rows, key columns, axes in token
+    positions, and a legend; False when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.patches import Patch
+    except ImportError:
+        return False
+    cells = frac.shape[0]
+    size = math.ceil(length / cells)  # token positions per cell side
+    fig, ax = plt.subplots(figsize=(6.4, 7.0))
+    fig.subplots_adjust(left=0.14, right=0.95, top=0.82, bottom=0.09)
+    edges = [-0.5, cells * size - 0.5, cells * size - 0.5, -0.5]  # axes in token positions
+    ax.imshow(frac.numpy(), cmap="Greys", vmin=0.0, vmax=1.0, extent=edges, interpolation="nearest")
+    ax.set_xlim(-0.5, length - 0.5)
+    ax.set_ylim(length - 0.5, -0.5)
+    ax.xaxis.set_label_position("top")
+    ax.xaxis.tick_top()
+    ax.set_xlabel("key position (attended to) →")
+    ax.set_ylabel("query position (attending) ↓")
+    fig.suptitle(title + "\n" + note, fontsize=9, y=0.985)
+    handles = [
+        Patch(facecolor="black", edgecolor="grey", label="allowed: the query sees the key"),
+        Patch(facecolor="white", edgecolor="grey", label="masked"),
+    ]
+    if size > 1:
+        handles.append(
+            Patch(
+                facecolor="grey",
+                edgecolor="grey",
+                label=f"some allowed (cell = {size}x{size} pairs)",
+            )
+        )
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 @click.command("mask")
 @click.argument("name")
 @click.option("--len", "length", type=click.IntRange(1, 65536), default=64, show_default=True)
 @click.option("--layer", type=int, default=0, show_default=True, help="Layer index.")
 @click.option("--stack", type=click.Choice(["encoder", "decoder"]), help="Default: the last.")
 @SET_OPTION
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write a PNG.")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write a PNG: with axes and a legend (matplotlib), else one pixel per cell.",
+)
 def mask(
     name: str, length: int, layer: int, stack: str | None, sets: tuple[str, ...], out: Path | None
 ) -> None:
@@ -121,11 +167,18 @@ def mask(
         check_out_path(out, inputs=[Path(name)])
     keep, title = layer_keep(name, sets, length, layer, stack)
     seen = keep.sum(-1).float()
-    click.echo(f"{title}; keys per query: mean {seen.mean():.1f}, max {int(seen.max())}")
+    stats = f"keys per query: mean {seen.mean():.1f}, max {int(seen.max())}"
+    click.echo(f"{title}; {stats}")
     if out is not None:
         frac = pool(keep, MAX_PIXELS)
+        if write_figure(out, frac, length, title, stats):
+            click.echo(f"wrote {out} (queries x keys, {frac.shape[0]}x{frac.shape[1]} cells)")
+            return
         write_png(out, ((1.0 - frac) * 255).round().to(torch.uint8))  # black: allowed
-        click.echo(f"wrote {out} ({frac.shape[0]}x{frac.shape[1]})")
+        click.echo(
+            f"wrote {out} ({frac.shape[0]}x{frac.shape[1]} pixels, black: allowed; for axes "
+            "and a legend: pip install 'archzoo[plot]')"
+        )
         return
     if length > MAX_COLUMNS:
         size = math.ceil(length / MAX_COLUMNS)

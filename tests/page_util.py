@@ -10,8 +10,9 @@ from pathlib import Path
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def dump_dom(page: Path, profile: Path) -> tuple[str, list[str]]:
-    """The DOM after the page's scripts ran, and every console line it logged."""
+def dump_dom(page: Path, profile: Path, fragment: str = "") -> tuple[str, list[str]]:
+    """The DOM after the page's scripts ran, and every console line it logged (`fragment`:
+    the address's #part, which sets the page's state)."""
     assert CHROMIUM is not None
     run = subprocess.run(
         [
@@ -28,7 +29,7 @@ def dump_dom(page: Path, profile: Path) -> tuple[str, list[str]]:
             "--v=0",
             "--virtual-time-budget=5000",
             "--dump-dom",
-            page.as_uri(),
+            page.as_uri() + fragment,
         ],
         capture_output=True,
         text=True,
@@ -59,6 +60,29 @@ class _Texts(HTMLParser):
     def handle_data(self, data: str) -> None:
         if self.depth:
             self.texts[-1] += data
+
+
+class _Tags(HTMLParser):
+    """The attributes of every element with a given tag name and class."""
+
+    def __init__(self, tag: str, cls: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tag, self.cls, self.found = tag, cls, []
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        found = dict(attrs)
+        if tag == self.tag and self.cls in (found.get("class") or "").split():
+            self.found.append(found)
+
+    handle_startendtag = handle_starttag
+
+
+def elements(dom: str, tag: str, cls: str) -> list[dict[str, str]]:
+    """Attributes of each `tag` element of class `cls` in a dumped DOM, in document order."""
+    parser = _Tags(tag, cls)
+    parser.feed(dom)
+    parser.close()
+    return parser.found
 
 
 def texts_of_class(dom: str, cls: str) -> list[str]:

@@ -74,7 +74,7 @@ def test_hostile_tokens_render_exactly_in_headless_chromium(tmp_path):
     assert f"layers 1, heads 2, tokens {len(HOSTILE)}" in dom
     assert texts_of_class(dom, "token-left") == HOSTILE
     assert texts_of_class(dom, "token-right") == HOSTILE
-    assert dom.count('class="attn-line"') == 2 * len(HOSTILE) ** 2  # uniform: every line drawn
+    assert dom.count('class="attn-cell"') == len(HOSTILE) ** 2  # one head: every cell drawn
 
 
 @needs_chromium

@@ -340,6 +340,4 @@ def test_mask_cli_prints_the_pattern(tmp_path):
     out = tmp_path / "m.png"
     result = runner.invoke(mask, ["bigbird-base", "--len", "512", "--out", str(out)])
     assert result.exit_code == 0, result.output
-    data = out.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    assert int.from_bytes(data[16:20], "big") == int.from_bytes(data[20:24], "big") == 512
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # its axes: tests/test_mask_view.py
