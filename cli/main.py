@@ -22,7 +22,7 @@ COMMANDS = {
     "attn": (
         "attn",
         "attn_cmd",
-        "Attention of an imported model on TEXT: an HTML head view or a PNG grid.",
+        "Attention of a model on TEXT: HTML heat maps (query x key) or a PNG grid.",
     ),
     "build": (
         "build",

@@ -62,8 +62,18 @@ class TokenizerFile:
             self.path, "encoding the text", encode, text, add_special_tokens=add_special_tokens
         )
 
-    def decode(self, ids: list[int]) -> str:
-        return guarded(self.path, "decoding token ids", self.tok.decode, ids)
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        return guarded(
+            self.path,
+            "decoding token ids",
+            self.tok.decode,
+            ids,
+            skip_special_tokens=skip_special_tokens,
+        )
+
+    def id_to_token(self, token_id: int) -> str | None:
+        """The vocabulary's piece for an id (`Ġthe`, `<0xC3>`), or None."""
+        return self.tok.id_to_token(token_id)
 
 
 def read_tokenizer(path: Path) -> TokenizerFile:
