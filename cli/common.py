@@ -81,10 +81,9 @@ def spec_source(name: str) -> Any:
 
 
 def load_spec(source: str, sets: tuple[str, ...] = ()) -> Spec:
-    """The resolved spec of a zoo name or spec file, with `--set` overrides applied."""
-    import archzoo
-
-    return archzoo.load_spec(spec_source(source), parse_sets(sets))
+    """The resolved spec of any model name (a zoo name, a spec or weights file, a run or HF
+    directory, a Hub id: only its configs are fetched), with `--set` overrides applied."""
+    return resolve(source, spec_only=True).spec(parse_sets(sets))
 
 
 # ---------------------------------------------------------------- naming a model

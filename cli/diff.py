@@ -3,40 +3,22 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 import archzoo
 
-from .common import SET_OPTION, UserError, emit_json, human, parse_sets, spec_source
+from .common import SET_OPTION, UserError, emit_json, human, parse_sets, resolve
 
 if TYPE_CHECKING:
     from archzoo.spec import Spec
 
 
 def load_any_spec(source: str, overrides: dict[str, Any] | None = None) -> Spec:
-    """A resolved spec from a zoo name, a spec file, an archzoo .safetensors or an HF dir."""
-    path = Path(source)
-    if path.is_dir():
-        from archzoo.hf_import import read_config
-
-        config = read_config(path)
-        converter = archzoo.get_registry().converter(config["model_type"])
-        return archzoo.load_spec(converter.to_spec(config), overrides)
-    if path.is_file() and path.suffix == ".safetensors":
-        from archzoo.weights import SPEC_KEY, read_metadata
-
-        meta = read_metadata(path)
-        if SPEC_KEY not in meta:
-            raise UserError(f"{source}: safetensors file has no archzoo spec in its metadata")
-        try:
-            data = json.loads(meta[SPEC_KEY])
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{source}: spec metadata is not valid JSON ({exc})") from None
-        return archzoo.load_spec(data, overrides)
-    return archzoo.load_spec(spec_source(source), overrides)
+    """A resolved spec from any model name: a zoo name, a spec or .safetensors file, a run or
+    HF directory (only its config.json is read), or a Hub id (only its configs are fetched)."""
+    return resolve(source, spec_only=True).spec(overrides)
 
 
 def diff_report(a: Spec, b: Spec, context: int | None = None) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from archzoo.errors import printable
 from archzoo.kinds import KINDS
 
 from .cache import cached
-from .common import UserError, emit_json, human, spec_source, table, user_errors
+from .common import UserError, emit_json, human, resolve, table, user_errors
 
 if TYPE_CHECKING:
     from archzoo.component import Component
@@ -160,8 +160,8 @@ def plugins_cmd(ctx: click.Context, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of YAML/text.")
 def show_cmd(name: str, as_json: bool) -> None:
     """Show a model's resolved spec or a component's parameters."""
-    if Path(name).is_file():
-        spec = archzoo.load_spec(spec_source(name))
+    if Path(name).exists() or ("/" in name and ":" not in name):  # a path or a Hub id
+        spec = resolve(name, spec_only=True).spec()
         return emit_json(spec.to_dict()) if as_json else click.echo(spec.to_yaml(), nl=False)
     texts = cached(f"show:{name}", lambda: zoo_spec_texts(name))
     if texts is not None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .common import SEED, SET_OPTION, parse_sets, spec_source
+from .common import SEED, SET_OPTION, UserError, parse_sets, resolve
 
 
 def train_options(f):  # noqa: ANN001, ANN201 - a click decorator stack
@@ -191,7 +191,13 @@ def train_cmd(
     cfg = make_config(
         out, options, seed=seed, save_every=save_every, stop_at=stop_at, resume=resume, fsdp=fsdp
     )
-    result = train(spec_source(spec), cfg, spec_overrides(options))
+    ref = resolve(spec, spec_only=True)
+    if ref.has_weights:  # training starts from random weights: a spec, not a checkpoint
+        raise UserError(
+            f"{spec}: zoo train starts from random weights and takes a zoo name or spec file"
+            + (f" (this run's spec is {ref.directory}/spec.yaml)" if ref.kind == "archzoo" else "")
+        )
+    result = train(ref.spec_source, cfg, spec_overrides(options))
     history = result["history"]
     if not history or (result.get("rank", 0) != 0):
         return

@@ -122,10 +122,9 @@ def resolve_model(
     if hub is None:
         if path.suffix == ".safetensors":
             raise WeightsError(f"{text}: no such file")
-        if "/" in text or os.sep in text or path.suffix in (*SPEC_SUFFIXES, ".json"):
-            raise WeightsError(f"{text}: no such file or directory")
-        load_spec(text)  # a zoo name's "no spec file or zoo model named ... (did you mean)"
-        raise WeightsError(f"{text}: no such file, directory, zoo model or Hub id")  # unreached
+        if path.suffix in SPEC_SUFFIXES or not ("/" in text or os.sep in text):
+            load_spec(text)  # "no spec file or zoo model named ...", with a close zoo name
+        raise WeightsError(f"{text}: no such file or directory")
     repo, rev = hub
     if rev is not None and revision is not None and rev != revision:
         raise WeightsError(f"{text}: two revisions given ({rev!r} and --revision {revision!r})")

@@ -179,6 +179,21 @@ def test_names_that_are_nothing_are_one_line_errors(tmp_path, run_dir):
     )
 
 
+def test_spec_commands_take_every_model_name(run_dir):
+    spec = archzoo.load(run_dir).spec
+    assert zoo("show", run_dir) == spec.to_yaml()
+    report = json.loads(zoo("build", run_dir, "--json"))
+    assert report["params"] == archzoo.load(run_dir).num_parameters()
+    assert report["spec"] == spec.to_dict()
+    assert zoo("validate", run_dir / "model.safetensors").startswith(f"ok: {spec.name} (decoder")
+    assert "vocab_size" not in zoo("diff", run_dir, run_dir / "spec.yaml")
+    err = zoo("train", run_dir, "--data", run_dir / "spec.yaml", "--out", run_dir / "x", code=2)
+    assert err == (
+        f"Error: {run_dir}: zoo train starts from random weights and takes a zoo name or spec "
+        f"file (this run's spec is {run_dir}/spec.yaml)\n"
+    )
+
+
 def test_weights_file_and_hf_directory_resolve(tmp_path):
     model = archzoo.build_model("gpt2", TINY)
     archzoo.save(model, tmp_path / "m.safetensors")
@@ -254,6 +269,7 @@ def test_hub_ids_resolve_through_the_huggingface_cache_offline(tmp_path, run_dir
             return [r.exit_code, r.output]
         out["generate"] = zoo("generate", "someone/tiny-hf", "--prompt", "the c",
                               "--max-new-tokens", "4", "--revision", "v1")
+        out["show"] = zoo("show", "someone/tiny-hf")
         out["missing"] = zoo("generate", "someone/missing", "--prompt", "x")
         out["missing_rev"] = zoo("generate", "someone/tiny-hf@v9", "--prompt", "x")
         print(json.dumps(out))
@@ -278,6 +294,8 @@ def test_hub_ids_resolve_through_the_huggingface_cache_offline(tmp_path, run_dir
     model = archzoo.load(run_dir)
     greedy = model.generate(torch.tensor([list(b"the c")]), max_new_tokens=4)[0].tolist()
     assert got["generate"] == [0, printable(ByteTokenizer().decode(greedy)) + "\n"]
+    shown = archzoo.load_spec(got["show"][1])  # the HF config read back as a spec
+    assert shown.data["d_model"] == 32 and shown.data["vocab_size"] == 260
     assert got["missing"] == [
         2,
         "Error: someone/missing: not in the Hugging Face cache and HF_HUB_OFFLINE is set "
