@@ -598,8 +598,10 @@ class ZooModel(nn.Module):
     ) -> None:
         """Shapes, dtypes and batch sizes of every input; id ranges read once (input_checks).
         `label_rows`: rows of `labels` when they differ from the inputs' (multiple choice)."""
-        # the weights' device, where ids must be (not re-checked on generate's own steps)
-        checks = InputChecks(None if values_trusted() else next(self.parameters()).device)
+        # the weights' device, where ids must be (not re-checked on generate's own steps; not
+        # under torch.compile either, whose dynamo cannot read values_trusted's ContextVar)
+        trusted = torch.compiler.is_compiling() or values_trusted()
+        checks = InputChecks(None if trusted else next(self.parameters()).device)
         vocab = self.spec.data["vocab_size"]
         if self.family != "encoder-decoder":
             stack = self.encoder if self.encoder is not None else self.decoder
