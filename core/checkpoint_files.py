@@ -59,8 +59,9 @@ def nesting_depth(value: Any, stop_above: int) -> int:
     return deepest
 
 
-def index_shards(directory: Path, index: Path) -> list[Path]:
-    """The shard files a model.safetensors.index.json names, each inside `directory`."""
+def index_shards(directory: Path, index: Path) -> tuple[list[Path], dict[str, str]]:
+    """The shard files a model.safetensors.index.json names, each inside `directory`, and its
+    weight_map (tensor name -> shard file name)."""
     data = read_json(index, "the weights index")
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
@@ -78,4 +79,27 @@ def index_shards(directory: Path, index: Path) -> list[Path]:
                 f"{index}: shard {name!r} is outside the checkpoint directory {directory}"
             )  # the name is checked, not its target: HF caches link shards to blobs elsewhere
         files.append(regular_file(directory / name, f"shard {name!r}"))
-    return files
+    return files, weight_map
+
+
+def check_weight_map(
+    directory: Path, index: Path, weight_map: dict[str, str], stored: dict[str, Path]
+) -> None:
+    """Every tensor is stored in the shard the weight_map names, and listed if stored."""
+    problems = []
+    for name, shard in weight_map.items():
+        where = stored.get(name)
+        if where is None:
+            problems.append(f"{name!r} is listed in {shard} but stored in no shard")
+        elif where != directory / shard:
+            problems.append(f"{name!r} is listed in {shard} but stored in {where.name}")
+    problems += [
+        f"{name!r} is stored in {where.name} but not listed"
+        for name, where in stored.items()
+        if name not in weight_map
+    ]
+    if problems:
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise ConversionError(
+            f"{index}: weight_map does not match the shards: {'; '.join(problems[:5])}{more}"
+        )

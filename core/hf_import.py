@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from .builder import build_model
-from .checkpoint_files import index_shards, read_json, regular_file
+from .checkpoint_files import check_weight_map, index_shards, read_json, regular_file
 from .converter import ConversionError, TensorSource
 from .errors import SpecError
 from .hf_tensors import ZooNames
@@ -43,16 +43,16 @@ def read_safetensors(directory: Path) -> Mapping[str, torch.Tensor]:
     single = directory / "model.safetensors"
     index = directory / "model.safetensors.index.json"
     if single.exists():
-        files = [regular_file(single, "model.safetensors")]
-    elif index.exists():
-        files = index_shards(directory, index)
-    else:
-        pickles = [p.name for p in directory.glob("*.bin")] + [
-            p.name for p in directory.glob("*.pt")
-        ]
-        hint = f" (found {', '.join(pickles)}: pickle files are never read)" if pickles else ""
-        raise ConversionError(f"{directory}: no model.safetensors or index{hint}")
-    return LazyTensors(files, ConversionError)
+        return LazyTensors([regular_file(single, "model.safetensors")], ConversionError)
+    if index.exists():
+        files, weight_map = index_shards(directory, index)
+        tensors = LazyTensors(files, ConversionError)
+        stored = {name: entry[0] for name, entry in tensors.index.items()}
+        check_weight_map(directory, index, weight_map, stored)
+        return tensors
+    pickles = [p.name for p in directory.glob("*.bin")] + [p.name for p in directory.glob("*.pt")]
+    hint = f" (found {', '.join(pickles)}: pickle files are never read)" if pickles else ""
+    raise ConversionError(f"{directory}: no model.safetensors or index{hint}")
 
 
 def from_hf(

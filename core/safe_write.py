@@ -5,9 +5,11 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import secrets
 import stat
 import struct
 import sys
+import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -15,7 +17,8 @@ import torch
 
 from .errors import WeightsError
 
-TEMP_SUFFIX = ".archzoo-tmp"  # `.NAME.PID.archzoo-tmp` beside the target while writing
+# `.NAME.PID-THREAD-RANDOM.archzoo-tmp` beside the target while writing: one per writer
+TEMP_SUFFIX = ".archzoo-tmp"
 
 DTYPE_NAMES: dict[torch.dtype, str] = {
     torch.float64: "F64",
@@ -87,13 +90,26 @@ def _raw(t: torch.Tensor) -> memoryview:
     return memoryview((ctypes.c_ubyte * n).from_address(t.data_ptr())).cast("B")
 
 
-def remove_stale_temps(target: Path) -> None:
+def remove_stale_temps(target: Path, suffix: str = TEMP_SUFFIX) -> None:
     """Delete temp files of earlier saves to `target` whose writing process is gone."""
-    for tmp in target.parent.glob(f".{target.name}.*{TEMP_SUFFIX}"):
-        pid = tmp.name[len(target.name) + 2 : -len(TEMP_SUFFIX)]
+    for tmp in target.parent.glob(f".{target.name}.*{suffix}"):
+        pid = tmp.name[len(target.name) + 2 : -len(suffix)].split("-", 1)[0]
         if not pid.isdigit() or _alive(int(pid)):
             continue
         tmp.unlink(missing_ok=True)
+
+
+def create_temp(target: Path, suffix: str = TEMP_SUFFIX) -> tuple[int, Path]:
+    """A new temp file beside `target`, named for this process and thread plus a random part
+    and created exclusively: two writers (threads or processes) never share one."""
+    remove_stale_temps(target, suffix)
+    while True:
+        tag = f"{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}"
+        tmp = target.parent / f".{target.name}.{tag}{suffix}"
+        try:  # the umask applies to the mode
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), tmp
+        except FileExistsError:  # a 1 in 4 billion draw: draw again
+            continue
 
 
 def _alive(pid: int) -> bool:
@@ -115,10 +131,12 @@ def write_safetensors(
     target = check_out_path(path)
     ready = {k: t.detach().to("cpu").contiguous() for k, t in tensors.items()}
     head = header_bytes(ready, metadata)
-    remove_stale_temps(target)
-    tmp = target.parent / f".{target.name}.{os.getpid()}{TEMP_SUFFIX}"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # the umask applies
+        fd, tmp = create_temp(target)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise WeightsError(f"cannot write {target}: {reason}; no file was changed") from None
+    try:
         with os.fdopen(fd, "wb") as f:
             f.write(head)
             for t in ready.values():

@@ -50,8 +50,13 @@ def sentence_embedding_head(directory: Path) -> dict[str, Any] | None:
 
 def _pooling(directory: Path, sub: str) -> str:
     """The one pooling mode that 1_Pooling/config.json turns on."""
+    if Path(sub).is_absolute() or ".." in Path(sub).parts or "\\" in sub or "\0" in sub:
+        raise ConversionError(  # the name is checked, as for shards in an index
+            f"{directory / 'modules.json'}: Pooling module path {sub!r} is outside the "
+            f"checkpoint directory {directory}"
+        )
     path = directory / sub / "config.json"
-    if not sub or ".." in Path(sub).parts or not path.exists():
+    if not sub or not path.exists():
         raise ConversionError(f"{directory / 'modules.json'}: Pooling module has no config {sub!r}")
     config = read_json(path, f"{sub}/config.json")
     if not isinstance(config, dict):

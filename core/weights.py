@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError, safe_open
 
 from .builder import build_model, capture_ties, restore_ties
 from .errors import SpecError, WeightsError
@@ -17,6 +16,7 @@ from .model import ZooModel
 from .placement import as_device, as_dtype
 from .provenance import PROVENANCE_KEY, install_hint, provenance
 from .registry import get_registry
+from .safe_read import SafetensorsFile, UnreadableSafetensors
 from .safe_write import write_safetensors
 from .spec import load_spec, underive
 
@@ -56,18 +56,23 @@ def save(model: ZooModel, path: str | os.PathLike[str]) -> None:
     write_safetensors(path, tensors, metadata)  # atomic, and no NumPy needed
 
 
-def read_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
-    """The safetensors header metadata, with a clear error for unreadable files."""
+def open_weights(path: str | os.PathLike[str]) -> SafetensorsFile:
+    """The file opened once, its header checked, with a clear error for unreadable files."""
     p = Path(path)
     if not p.exists():
         raise WeightsError(f"{p}: no such file")
     if not p.is_file():  # a FIFO or device would block or never end
         raise WeightsError(f"{p}: not a regular file")
     try:
-        with safe_open(str(p), framework="pt") as f:
-            return f.metadata() or {}
-    except (SafetensorError, OSError, ValueError) as exc:
+        return SafetensorsFile(p)
+    except UnreadableSafetensors as exc:
         raise WeightsError(f"{p}: not a readable safetensors file ({exc})") from None
+
+
+def read_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
+    """The safetensors header metadata, with a clear error for unreadable files."""
+    with open_weights(path) as f:
+        return f.metadata
 
 
 def load_file(
@@ -75,10 +80,23 @@ def load_file(
     device: str | torch.device | None = None,
     dtype: torch.dtype | str | None = None,
 ) -> ZooModel:
-    """Rebuild a model (in eval mode) from a file written by `save`; executes no code."""
+    """Rebuild a model (in eval mode) from a file written by `save`; executes no code.
+
+    The file is opened once: spec and tensors come from one version even while another
+    process saves over it."""
     device, dtype = as_device(device), as_dtype(dtype)  # before any work, naming them
     p = Path(path)
-    meta = read_metadata(p)
+    with open_weights(p) as f:
+        return _load(p, f, device, dtype)
+
+
+def _load(
+    p: Path,
+    f: SafetensorsFile,
+    device: str | torch.device | None,
+    dtype: torch.dtype | None,
+) -> ZooModel:
+    meta = f.metadata
     if SPEC_KEY not in meta:
         raise WeightsError(f"{p}: safetensors file has no archzoo spec in its metadata")
     try:
@@ -103,8 +121,11 @@ def load_file(
         hint = install_hint(meta.get(PROVENANCE_KEY), get_registry())
         msg = f"{p}: the spec stored in the file does not validate:\n{exc}{hint}"
         raise WeightsError(msg) from None
-    check_fits(p.stat().st_size, "cpu", f"loading {p}")  # the tensors are read into memory
-    state = _read_tensors(p)
+    check_fits(f.size, "cpu", f"loading {p}")  # the tensors are read into memory
+    try:
+        state = f.read_all()
+    except (UnreadableSafetensors, OSError) as exc:
+        raise WeightsError(f"{p}: cannot read tensors ({exc})") from None
     stored = next((t.dtype for t in state.values() if t.is_floating_point()), None)
     model = build_model(spec, device="meta", dtype=stored)  # keep the saved precision
     load_state(model, state, aliases, str(p))
@@ -124,14 +145,6 @@ def _hf_source(stored: str | None) -> dict[str, str] | None:
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
         return None
     return {str(k): v for k, v in value.items()}
-
-
-def _read_tensors(p: Path) -> dict[str, torch.Tensor]:
-    try:
-        with safe_open(str(p), framework="pt") as f:
-            return {k: f.get_tensor(k) for k in f.keys()}
-    except (SafetensorError, OSError, ValueError) as exc:
-        raise WeightsError(f"{p}: cannot read tensors ({exc})") from None
 
 
 def tied_groups(model: torch.nn.Module) -> list[list[str]]:

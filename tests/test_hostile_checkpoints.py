@@ -51,6 +51,43 @@ def outside_shard(d: Path) -> None:
     shard_named("../secret.safetensors")(d)
 
 
+SHARD1, SHARD2 = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
+
+
+def also_in_first_shard(d: Path) -> None:
+    """wte.weight (in shard 2) stored in shard 1 too, with other values."""
+    with safe_open(str(d / SHARD1), framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - not a mapping
+    write_safetensors(d / SHARD1, {**tensors, "wte.weight": torch.zeros(64, 16)}, {})
+
+
+def weight_map(change: Callable[[dict], object]) -> Callable[[Path], None]:
+    def edit(d: Path) -> None:
+        index = json.loads((d / INDEX).read_text())
+        change(index["weight_map"])
+        set_index(d, index)
+
+    return edit
+
+
+def pooling_at(path: Callable[[Path], str]) -> Callable[[Path], None]:
+    """A sentence-transformers modules.json whose Pooling module is at `path(d)`; a pooling
+    config waits at d/../elsewhere, outside the checkpoint."""
+
+    def edit(d: Path) -> None:
+        (d.parent / "elsewhere").mkdir()
+        (d.parent / "elsewhere" / "config.json").write_text('{"pooling_mode_mean_tokens": true}')
+        pooling = {
+            "idx": 1,
+            "name": "1",
+            "path": path(d),
+            "type": "sentence_transformers.models.Pooling",
+        }
+        (d / "modules.json").write_text(json.dumps([pooling]))
+
+    return edit
+
+
 def config(**changes: object) -> Callable[[Path], None]:
     return lambda d: (d / "config.json").write_text(json.dumps({**GPT2_CONFIG, **changes}))
 
@@ -101,6 +138,14 @@ HF_CASES = [
     ("shard-backslash", 2, shard_named("..\\x.safetensors"), archzoo.ConversionError, ["is outside the checkpoint directory"]),
     ("shard-nul", 2, shard_named("a\x00b"), archzoo.ConversionError, ["is outside the checkpoint directory"]),
     ("shard-proc", 2, shard_named("/proc/self/environ"), archzoo.ConversionError, ["'/proc/self/environ' is outside"]),
+    # 4. one tensor, one shard: the later shard silently won, whatever weight_map said
+    ("tensor-in-two-shards", 2, also_in_first_shard, archzoo.ConversionError, [f"{SHARD2}: tensor 'wte.weight' is also in {SHARD1}; a tensor must be stored in one shard only"]),
+    ("weight-map-other-shard", 2, weight_map(lambda m: m.update({"wte.weight": SHARD1})), archzoo.ConversionError, [INDEX, f"weight_map does not match the shards: 'wte.weight' is listed in {SHARD1} but stored in {SHARD2}"]),
+    ("weight-map-absent-tensor", 2, weight_map(lambda m: m.update({"lm_head.weight": SHARD1})), archzoo.ConversionError, [INDEX, f"'lm_head.weight' is listed in {SHARD1} but stored in no shard"]),
+    ("weight-map-unlisted-tensor", 2, weight_map(lambda m: m.pop("wpe.weight")), archzoo.ConversionError, [INDEX, "'wpe.weight' is stored in model-0000", "but not listed"]),
+    # 4. a sentence-transformers module path must stay inside the checkpoint too
+    ("st-pooling-absolute", 1, pooling_at(lambda d: str(d.parent / "elsewhere")), archzoo.ConversionError, ["modules.json: Pooling module path", "elsewhere' is outside the checkpoint directory"]),
+    ("st-pooling-dotdot", 1, pooling_at(lambda d: "../elsewhere"), archzoo.ConversionError, ["modules.json: Pooling module path '../elsewhere' is outside the checkpoint directory"]),
     # 6. malformed index files name the file
     ("index-bad-json", 2, lambda d: set_index(d, "{bad"), archzoo.ConversionError, [INDEX, "the weights index is not valid JSON"]),
     ("index-not-utf8", 2, raw_file(INDEX, b'{"weight_map": "\xff"}'), archzoo.ConversionError, [INDEX, "not valid JSON"]),

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import safe_open
 from torch import nn
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
@@ -21,6 +20,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
+from ..safe_read import SafetensorsFile, UnreadableSafetensors
 from ..safe_write import write_safetensors
 from .optimizers import Optimizers
 
@@ -67,11 +67,8 @@ def save_checkpoint(
 
 def read_info(path: Path) -> tuple[int, dict[str, Any]]:
     """The step and run description stored in a checkpoint, without loading tensors."""
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            meta = f.metadata() or {}
-    except Exception as exc:  # safetensors raises its own error types
-        raise ValueError(f"{path}: not a readable checkpoint ({exc})") from None
+    with _open(path) as f:
+        meta = f.metadata
     if meta.get("format") != FORMAT:
         raise ValueError(f"{path}: not an archzoo training checkpoint")
     try:
@@ -90,11 +87,20 @@ def read_info(path: Path) -> tuple[int, dict[str, Any]]:
     return step, info
 
 
+def _open(path: Path) -> SafetensorsFile:
+    try:
+        return SafetensorsFile(path)
+    except UnreadableSafetensors as exc:
+        raise ValueError(f"{path}: not a readable checkpoint ({exc})") from None
+
+
 def load_checkpoint(path: Path, model: nn.Module, opts: Optimizers) -> int:
     """Restore model, optimizer and scheduler in place; returns the step to continue after.
 
     A file whose tensors or optimizer/scheduler state do not fit the run is a ValueError
-    naming it (torch would restore a missing model tensor silently from the fresh model)."""
+    naming it (torch would restore a missing model tensor silently from the fresh model).
+    Tensors are read into memory through one handle: nothing keeps the file mapped, so the
+    next save's replace frees its disk space."""
     try:
         return _load_checkpoint(path, model, opts)
     except (KeyError, TypeError, AttributeError, RuntimeError, json.JSONDecodeError) as exc:
@@ -105,15 +111,15 @@ def load_checkpoint(path: Path, model: nn.Module, opts: Optimizers) -> int:
 def _load_checkpoint(path: Path, model: nn.Module, opts: Optimizers) -> int:
     model_sd: dict[str, torch.Tensor] = {}
     optim_state: dict[str, dict[str, torch.Tensor]] = {}
-    with safe_open(str(path), framework="pt") as f:
-        meta = f.metadata()
-        for name in f.keys():  # noqa: SIM118 - safe_open is not a mapping
+    with _open(path) as f:
+        meta = f.metadata
+        for name in f.keys():  # noqa: SIM118 - a file, not a mapping
             part, _, rest = name.partition(".")
             if part == "model":
-                model_sd[rest] = f.get_tensor(name)
+                model_sd[rest] = _read(f, name)
             elif part == "optim" and "." in rest:
                 fqn, key = rest.rsplit(".", 1)
-                optim_state.setdefault(fqn, {})[key] = f.get_tensor(name)
+                optim_state.setdefault(fqn, {})[key] = _read(f, name)
             else:
                 raise ValueError(f"{path}: damaged training checkpoint (tensor {name!r})")
     expected = set(get_model_state_dict(model))  # names only: nothing is gathered
@@ -146,3 +152,10 @@ def _load_checkpoint(path: Path, model: nn.Module, opts: Optimizers) -> int:
     except ValueError as exc:
         raise ValueError(f"{path}: damaged training checkpoint ({exc})") from None
     return int(meta["step"])
+
+
+def _read(f: SafetensorsFile, name: str) -> torch.Tensor:
+    try:
+        return f.read(name)
+    except (UnreadableSafetensors, OSError) as exc:
+        raise ValueError(f"{f.path}: not a readable checkpoint ({exc})") from None
