@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 from collections.abc import Iterator
@@ -12,10 +11,11 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from .token_cache import CacheBuild, cached
 from .tokenizer import Tokenizer
 
 CHUNK_CHARS = 1 << 18  # text handed to the tokenizer at a time
-FORMAT = 2  # 2: document ends (docs.bin) beside the tokens
+FORMAT = 3  # 2: document ends (docs.bin); 3: each file's size and SHA-256, checked on reuse
 
 
 def check_sources(paths: list[str | os.PathLike[str]]) -> list[Path]:
@@ -113,29 +113,6 @@ def token_dtype(vocab_size: int) -> torch.dtype:
     return torch.uint16 if vocab_size <= 1 << 16 else torch.int32
 
 
-def tensor_bytes(t: Tensor) -> bytes:
-    """The raw bytes of a CPU tensor (one memcpy; no NumPy needed)."""
-    t = t.contiguous()
-    return ctypes.string_at(t.data_ptr(), t.numel() * t.element_size())
-
-
-class TokenWriter:
-    """Appends token ids to a binary file of a fixed integer dtype, counting them."""
-
-    def __init__(self, path: Path, dtype: torch.dtype) -> None:
-        self.f = open(path, "wb")  # noqa: SIM115 - closed by close()
-        self.dtype = dtype
-        self.count = 0
-
-    def write(self, ids: Tensor) -> None:
-        if ids.numel():
-            self.f.write(tensor_bytes(ids.to(self.dtype)))
-            self.count += ids.numel()
-
-    def close(self) -> None:
-        self.f.close()
-
-
 def open_tokens(path: Path, count: int, dtype: torch.dtype) -> Tensor:
     """A memory-mapped 1-D token tensor: pages are read from disk when touched."""
     return torch.from_file(str(path), shared=False, size=count, dtype=dtype)
@@ -144,13 +121,6 @@ def open_tokens(path: Path, count: int, dtype: torch.dtype) -> Tensor:
 def _fingerprint(files: list[Path], tok: Tokenizer) -> dict:
     sources = [[str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
     return {"format": FORMAT, "sources": sources, "tokenizer": tok.fingerprint()}
-
-
-def _cached(meta_path: Path, fingerprint: dict) -> dict | None:
-    if not meta_path.is_file():
-        return None
-    meta = json.loads(meta_path.read_text())
-    return meta if meta.get("fingerprint") == fingerprint else None
 
 
 @dataclass
@@ -184,23 +154,25 @@ class PairData:
 
 
 def _cache_state(
-    files: list[Path], tok: Tokenizer, cache: Path, kind: str, meta_name: str
-) -> tuple[dict, torch.dtype, dict | None]:
-    """The data's fingerprint, its token dtype and the cached metadata if it still matches."""
+    files: list[Path], tok: Tokenizer, cache: Path, kind: str
+) -> tuple[dict, torch.dtype]:
+    """The data's fingerprint and its token dtype."""
     cache.mkdir(parents=True, exist_ok=True)
-    fingerprint = {**_fingerprint(files, tok), "kind": kind}
-    return fingerprint, token_dtype(tok.vocab_size), _cached(cache / meta_name, fingerprint)
+    return {**_fingerprint(files, tok), "kind": kind}, token_dtype(tok.vocab_size)
 
 
 def prepare_stream(files: list[Path], tok: Tokenizer, cache: Path) -> TokenStream:
-    """Tokenise the files once into cache/tokens.bin (reused while files and tokenizer match)."""
-    fingerprint, dtype, meta = _cache_state(files, tok, cache, "stream", "tokens.json")
+    """Tokenise the files once into cache/tokens.bin (reused while files and tokenizer match
+    and the file passes its size and hash check)."""
+    fingerprint, dtype = _cache_state(files, tok, cache, "stream")
+    meta = cached(
+        cache / "tokens.json", fingerprint, {"tokens.bin": dtype, "docs.bin": torch.int64}
+    )
     if meta is None:
-        tmp = cache / f"tokens.bin.{os.getpid()}.tmp"
-        tmp_ends = cache / f"docs.bin.{os.getpid()}.tmp"
-        writer, ends = TokenWriter(tmp, dtype), TokenWriter(tmp_ends, torch.int64)
-        eos = tok.specials.eos
-        try:
+        with CacheBuild(cache) as build:
+            writer = build.writer("tokens.bin", dtype)
+            ends = build.writer("docs.bin", torch.int64)
+            eos = tok.specials.eos
             for f in files:
                 for doc in documents(f):
                     for text in doc:
@@ -208,74 +180,60 @@ def prepare_stream(files: list[Path], tok: Tokenizer, cache: Path) -> TokenStrea
                     if eos is not None:
                         writer.write(torch.tensor([eos]))
                     ends.write(torch.tensor([writer.count]))
-        finally:
-            writer.close()
-            ends.close()
-        if writer.count == 0:
-            tmp.unlink()
-            tmp_ends.unlink()
-            raise ValueError(f"--data {', '.join(map(str, files))}: no tokens in the data")
-        os.replace(tmp, cache / "tokens.bin")
-        os.replace(tmp_ends, cache / "docs.bin")
-        meta = {"fingerprint": fingerprint, "count": writer.count, "documents": ends.count}
-        _write_json(cache / "tokens.json", meta)
+            if writer.count == 0:
+                raise ValueError(f"--data {', '.join(map(str, files))}: no tokens in the data")
+            meta = build.commit("tokens.json", {"fingerprint": fingerprint})
+    counts = {name: entry["count"] for name, entry in meta["files"].items()}
     return TokenStream(
-        open_tokens(cache / "tokens.bin", meta["count"], dtype),
-        open_tokens(cache / "docs.bin", meta["documents"], torch.int64),
+        open_tokens(cache / "tokens.bin", counts["tokens.bin"], dtype),
+        open_tokens(cache / "docs.bin", counts["docs.bin"], torch.int64),
     )
+
+
+PAIR_FILES = ("src.bin", "src.idx", "tgt.bin", "tgt.idx")
 
 
 def prepare_pairs(files: list[Path], tok: Tokenizer, cache: Path) -> PairData:
     """Tokenise TSV lines `source<TAB>target` once into cache/{src,tgt}.bin with offsets."""
-    fingerprint, dtype, meta = _cache_state(files, tok, cache, "pairs", "pairs.json")
+    fingerprint, dtype = _cache_state(files, tok, cache, "pairs")
+    dtypes = {n: (torch.int64 if n.endswith(".idx") else dtype) for n in PAIR_FILES}
+    meta = cached(cache / "pairs.json", fingerprint, dtypes)
     if meta is None:
-        meta = _write_pairs(files, tok, cache, dtype)
-        meta["fingerprint"] = fingerprint
-        _write_json(cache / "pairs.json", meta)
-    out = {}
+        with CacheBuild(cache) as build:
+            pairs = _write_pairs(files, tok, build, dtypes)
+            meta = build.commit("pairs.json", {"fingerprint": fingerprint, "pairs": pairs})
+    counts = {n: meta["files"][n]["count"] for n in PAIR_FILES}
+    out = {n: open_tokens(cache / n, counts[n], dtypes[n]) for n in PAIR_FILES}
+    return PairData(out["src.bin"], out["src.idx"], out["tgt.bin"], out["tgt.idx"])
+
+
+def _write_pairs(
+    files: list[Path], tok: Tokenizer, build: CacheBuild, dtypes: dict[str, torch.dtype]
+) -> int:
+    """Write the four pair files into `build`; returns the number of pairs."""
+    w = {n: build.writer(n, dtypes[n]) for n in PAIR_FILES}
     for side in ("src", "tgt"):
-        count = meta[f"{side}_count"]
-        offsets = open_tokens(cache / f"{side}.idx", meta["pairs"] + 1, torch.int64)
-        out[side] = (open_tokens(cache / f"{side}.bin", max(count, 1), dtype), offsets)
-    return PairData(out["src"][0], out["src"][1], out["tgt"][0], out["tgt"][1])
-
-
-def _write_pairs(files: list[Path], tok: Tokenizer, cache: Path, dtype: torch.dtype) -> dict:
-    writers = {s: TokenWriter(cache / f"{s}.bin", dtype) for s in ("src", "tgt")}
-    offsets = {s: TokenWriter(cache / f"{s}.idx", torch.int64) for s in ("src", "tgt")}
-    for s in offsets:
-        offsets[s].write(torch.zeros(1, dtype=torch.int64))
+        w[f"{side}.idx"].write(torch.zeros(1, dtype=torch.int64))
     pairs = 0
-    try:
-        for f in files:
-            with _open_text(f) as fh:
-                for lineno, line in enumerate(_lines(fh, f), 1):
-                    line = line.rstrip("\r\n")
-                    if not line.strip():
-                        continue
-                    cols = line.split("\t")
-                    if len(cols) != 2:
-                        raise ValueError(
-                            f"{f}:{lineno}: expected two tab-separated columns "
-                            f"(source, target), found {len(cols)}"
-                        )
-                    for side, text in zip(("src", "tgt"), cols, strict=True):
-                        writers[side].write(tok.encode(text))
-                        offsets[side].write(torch.tensor([writers[side].count]))
-                    pairs += 1
-    finally:
-        for w in [*writers.values(), *offsets.values()]:
-            w.close()
+    for f in files:
+        with _open_text(f) as fh:
+            for lineno, line in enumerate(_lines(fh, f), 1):
+                line = line.rstrip("\r\n")
+                if not line.strip():
+                    continue
+                cols = line.split("\t")
+                if len(cols) != 2:
+                    raise ValueError(
+                        f"{f}:{lineno}: expected two tab-separated columns "
+                        f"(source, target), found {len(cols)}"
+                    )
+                for side, text in zip(("src", "tgt"), cols, strict=True):
+                    w[f"{side}.bin"].write(tok.encode(text))
+                    w[f"{side}.idx"].write(torch.tensor([w[f"{side}.bin"].count]))
+                pairs += 1
     if pairs == 0:
         raise ValueError(f"--data {', '.join(map(str, files))}: no source/target pairs")
-    if writers["src"].count == 0 or writers["tgt"].count == 0:  # from_file needs a non-empty file
-        for w in writers.values():
-            with open(w.f.name, "ab") as fh:
-                fh.write(tensor_bytes(torch.zeros(1, dtype=dtype)))
-    return {"pairs": pairs, "src_count": writers["src"].count, "tgt_count": writers["tgt"].count}
-
-
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+    for side in ("src", "tgt"):  # from_file needs a non-empty file; offsets never reach this
+        if w[f"{side}.bin"].count == 0:
+            w[f"{side}.bin"].write(torch.zeros(1, dtype=dtypes["src.bin"]))
+    return pairs

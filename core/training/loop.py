@@ -23,6 +23,7 @@ from .checkpoint import CHECKPOINT, full_model_state, load_checkpoint, read_info
 from .config import TrainConfig, check_config, check_out, check_resume, check_spec
 from .data import check_sources, is_pairs, prepare_pairs, prepare_stream
 from .measure import PeakMemory, train_flops_per_token
+from .metrics import METRICS, check_metrics, keep_until, read_metrics
 from .objectives import (
     IGNORE,
     CausalLM,
@@ -34,12 +35,13 @@ from .objectives import (
     step_generator,
 )
 from .optimizers import Optimizers, make_optimizers
+from .run_lock import run_lock
 from .schedule import lr_factor
 from .tokenizer import Tokenizer, load_tokenizer
 
 SPEC_FILE = "spec.yaml"  # the run's resolved spec, beside model.safetensors
 
-METRICS = "metrics.jsonl"
+__all__ = ["METRICS", "SPEC_FILE", "read_metrics", "train"]
 
 
 class Ranks:
@@ -192,19 +194,46 @@ def _train(
     tok = load_tokenizer(cfg.tokenizer)
     check_spec(spec, cfg, tok)
     out = Path(cfg.out)
+    with run_lock(out, take=ranks.rank == 0):  # one run per directory: the others are refused
+        return _run(ranks, spec, cfg, files, tok, out, micro)
+
+
+def _check_resume(spec: Spec, cfg: TrainConfig, out: Path) -> int:
+    """The checkpoint's step, once the checkpoint, options and metrics.jsonl fit the resume."""
+    ckpt = out / CHECKPOINT
+    if not cfg.resume:
+        if ckpt.is_file():
+            raise ValueError(
+                f"--out {out} already holds a run; pass --resume or choose another --out"
+            )
+        return 0
+    if not ckpt.is_file():
+        raise ValueError(f"--resume: {out} holds no {CHECKPOINT} to resume from")
+    start, saved = read_info(ckpt)
+    check_resume(saved, spec, cfg, str(out))
+    for option, value in (("--steps", cfg.steps), ("--stop-at", cfg.stop_at)):
+        if value is not None and value < start:
+            raise ValueError(
+                f"{option} {value} is below step {start} of the checkpoint in {out}; "
+                f"give {option} {start} or more to continue the run"
+            )
+    check_metrics(out / METRICS)
+    return start
+
+
+def _run(
+    ranks: Ranks,
+    spec: Spec,
+    cfg: TrainConfig,
+    files: list[Path],
+    tok: Tokenizer,
+    out: Path,
+    micro: int,
+) -> dict[str, Any]:
     ckpt = out / CHECKPOINT
     info = {"spec": spec.to_dict(), "config": cfg.to_dict()}
-    start = 0
-    if cfg.resume:
-        if not ckpt.is_file():
-            raise ValueError(f"--resume: {out} holds no {CHECKPOINT} to resume from")
-        start, saved = read_info(ckpt)
-        check_resume(saved, spec, cfg, str(out))
-    elif ckpt.is_file():
-        raise ValueError(f"--out {out} already holds a run; pass --resume or choose another --out")
+    start = _check_resume(spec, cfg, out)
     out.mkdir(parents=True, exist_ok=True)
-    if ranks.rank == 0:  # a run directory is a model directory: spec and tokenizer beside
-        write_model_files(out, spec, tok)  # the weights that the end of the run adds
     cache = Path(cfg.data_cache) if cfg.data_cache else out / "data"
     if ranks.local == 0:  # one tokeniser per machine; the others wait and then map the files
         objective = make_objective(spec, cfg, tok, files, cache)
@@ -216,6 +245,9 @@ def _train(
         raise ValueError(
             "--data: the held-out split is too small for one evaluation example; raise --eval-fraction"
         )
+    if ranks.rank == 0:  # a run directory is a model directory: spec and tokenizer beside
+        write_model_files(out, spec, tok)  # the weights that the end of the run adds (written
+        # once the data is accepted: a refused run leaves nothing behind)
 
     device = torch.device(
         cfg.device or (f"cuda:{ranks.local}" if torch.cuda.is_available() else "cpu")
@@ -235,7 +267,7 @@ def _train(
     lead = ranks.rank == 0
     metrics_path = out / METRICS
     if lead:
-        _truncate_metrics(metrics_path, start)
+        keep_until(metrics_path, start)
 
     def rows(m: int) -> slice:  # this rank's rows of micro-batch m in the step's global batch
         first = (m * ranks.world + ranks.rank) * micro
@@ -342,21 +374,3 @@ def _save_model(spec: Spec, net: nn.Module, path: Path, lead: bool) -> None:
         model = build_model(spec, device="cpu", dtype=dtype)
         model.load_state_dict(state)
         save(model, path)
-
-
-def _truncate_metrics(path: Path, step: int) -> None:
-    """Drop records after the checkpoint we resume from (a killed run may have logged more)."""
-    if not path.is_file():
-        return
-    keep = [
-        line
-        for line in path.read_text(encoding="utf-8").splitlines()
-        if line.strip() and json.loads(line)["step"] <= step
-    ]
-    path.write_text("".join(line + "\n" for line in keep), encoding="utf-8")
-
-
-def read_metrics(out: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The records of DIR/metrics.jsonl."""
-    lines = (Path(out) / METRICS).read_text(encoding="utf-8").splitlines()
-    return [json.loads(line) for line in lines if line.strip()]

@@ -1,0 +1,194 @@
+"""Hostile input, round 3, category 1: concurrent writers and torn reads, with real threads and
+processes (no mocks).
+
+Saves by two threads to one path, loads racing a saving process, and two `zoo train` runs on
+one --out: every outcome is one whole version, or a clear refusal naming the other run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+from hostile_util import TINY, TINY_SETS, zoo_fails
+
+import archzoo
+from archzoo.cli.main import main
+from archzoo.safe_write import TEMP_SUFFIX
+from archzoo.training import read_metrics
+from archzoo.training.checkpoint import read_info
+
+# wide enough (about 1 MB) that two writes overlap in time
+WIDE = {**TINY, "d_model": 64, "d_ff": 64, "vocab_size": 4096}
+
+
+def filled(value: float, name: str, sizes: dict = TINY) -> archzoo.ZooModel:
+    """A model whose every tensor holds `value`, named `name`: a version told apart by both."""
+    model = archzoo.build_model("gpt2", {**sizes, "name": name})
+    with torch.no_grad():
+        for t in model.state_dict().values():
+            t.fill_(value)
+    return model
+
+
+def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_two_threads_saving_to_one_path_leave_one_whole_model(tmp_path):
+    """They shared one temp name: the file loaded as neither model, or one thread was told
+    'no file was changed' while the other had replaced it."""
+    path = tmp_path / "m.safetensors"
+    models = [filled(0.25, "first", WIDE), filled(0.5, "second", WIDE)]
+    start, errors = threading.Barrier(2), []
+
+    def save_often(model: archzoo.ZooModel) -> None:
+        start.wait()
+        try:
+            for _ in range(15):
+                archzoo.save(model, path)
+        except Exception as exc:  # noqa: BLE001 - every failure is the finding
+            errors.append(exc)
+
+    threads = [threading.Thread(target=save_often, args=(m,)) for m in models]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    loaded = archzoo.load(path)
+    winner = next(m for m in models if m.spec.name == loaded.spec.name)
+    assert same_weights(loaded, winner)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors"]  # no temp left
+
+
+SAVER = """
+import sys, time, torch, archzoo
+path, stop = sys.argv[1], sys.argv[2]
+sizes = {sizes}
+models = []
+for value, name in ((0.25, "first"), (0.5, "second")):
+    model = archzoo.build_model("gpt2", {{**sizes, "name": name}})
+    with torch.no_grad():
+        for t in model.state_dict().values():
+            t.fill_(value)
+    models.append(model)
+archzoo.save(models[0], path)
+deadline = time.monotonic() + 60
+i = 0
+while not __import__("os").path.exists(stop) and time.monotonic() < deadline:
+    i += 1
+    archzoo.save(models[i % 2], path)
+print(i)
+"""
+
+
+def test_a_load_racing_a_saving_process_gets_one_version(tmp_path):
+    """load read the spec and the tensors through two opens: one version's spec came with the
+    other version's tensors about one load in five."""
+    path, stop = tmp_path / "m.safetensors", tmp_path / "stop"
+    code = SAVER.format(sizes=TINY)
+    saver = subprocess.Popen(
+        [sys.executable, "-c", code, str(path), str(stop)], text=True, stdout=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not path.exists():
+            assert saver.poll() is None and time.monotonic() < deadline, "the saver did not start"
+            time.sleep(0.05)
+        seen, loads = set(), 0
+        end = time.monotonic() + 2.5
+        while time.monotonic() < end or len(seen) < 2:
+            assert time.monotonic() < deadline, f"only saw {seen} in {loads} loads"
+            model = archzoo.load(path)
+            values = {float(v) for t in model.state_dict().values() for v in t.unique()}
+            expected = {"first": {0.25}, "second": {0.5}}[model.spec.name]
+            assert values == expected, (model.spec.name, values, loads)
+            seen.add(model.spec.name)
+            loads += 1
+    finally:
+        stop.touch()
+        saves = int(saver.communicate(timeout=60)[0])
+    assert saves > 10 and loads > 10, (saves, loads)
+    assert not list(tmp_path.glob(f"*{TEMP_SUFFIX}"))
+
+
+def corpus(path: Path) -> Path:
+    words = "the quick brown fox jumps over a lazy dog while my cat sat".split()
+    path.write_text("\n".join(" ".join(words[i:] + words[:i]) for i in range(13)) * 20 + "\n")
+    return path
+
+
+def train_args(data: Path, out: Path, steps: int) -> list[str]:
+    args = ["train", "gpt2", "--data", data, "--out", out, "--steps", steps, "--batch", "2"]
+    args += ["--seq-len", "16", "--save-every", "1", "--eval-every", "1000", "--no-progress"]
+    return [str(a) for a in [*args, *TINY_SETS, "--set", "vocab_size=260"]]
+
+
+def test_a_second_zoo_train_on_one_out_is_refused(tmp_path):
+    """Two runs on one --out trained side by side and wrote duplicate steps to metrics.jsonl.
+    The second is refused naming the first's PID; once the first is SIGKILLed its lock does
+    not block a resume."""
+    data, out = corpus(tmp_path / "c.txt"), tmp_path / "run"
+    args = train_args(data, out, 100_000)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    first = subprocess.Popen([sys.executable, "-m", "archzoo.cli", *args], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "checkpoint.safetensors").is_file():
+            assert first.poll() is None and time.monotonic() < deadline, "the run did not start"
+            time.sleep(0.1)
+        before = len(read_metrics(out))
+        bounded = [*args, "--resume", "--stop-at", str(before + 2)]  # were it not refused
+        zoo_fails(bounded, f"--out {out} is in use by PID {first.pid}")
+        zoo_fails(args, f"--out {out} is in use by PID {first.pid}")
+        while len(read_metrics(out)) < before + 2:  # the first run goes on undisturbed
+            assert first.poll() is None and time.monotonic() < deadline, "the first run stopped"
+            time.sleep(0.1)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    step, _ = read_info(out / "checkpoint.safetensors")
+    steps = [r["step"] for r in read_metrics(out)]
+    assert steps == list(range(1, len(steps) + 1))  # no step twice, none missing
+    resumed = CliRunner().invoke(main, [*train_args(data, out, step + 1), "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    assert [r["step"] for r in read_metrics(out)] == list(range(1, step + 2))
+
+
+@pytest.mark.parametrize("threads", [2])
+def test_token_cache_built_by_two_threads_is_one_whole_cache(threads, tmp_path):
+    """Both tokenised into one temp name (tokens.bin.PID.tmp); one rename then failed."""
+    from archzoo.training.data import check_sources, prepare_stream
+    from archzoo.training.tokenizer import ByteTokenizer
+
+    files = check_sources([str(corpus(tmp_path / "c.txt"))])
+    start, results, errors = threading.Barrier(threads), [], []
+
+    def build() -> None:
+        start.wait()
+        try:
+            results.append(prepare_stream(files, ByteTokenizer(), tmp_path / "cache").tokens)
+        except Exception as exc:  # noqa: BLE001 - every failure is the finding
+            errors.append(exc)
+
+    workers = [threading.Thread(target=build) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+    assert not errors, errors
+    expected = torch.tensor(list(files[0].read_bytes()) + [ByteTokenizer().specials.eos])
+    for tokens in results:
+        assert torch.equal(tokens.long(), expected)
+    names = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    assert names == ["docs.bin", "tokens.bin", "tokens.json"]
