@@ -148,7 +148,8 @@ def test_a_second_zoo_train_on_one_out_is_refused(tmp_path):
             assert first.poll() is None and time.monotonic() < deadline, "the run did not start"
             time.sleep(0.1)
         before = len(read_metrics(out))
-        bounded = [*args, "--resume", "--stop-at", str(before + 2)]  # were it not refused
+        ahead = read_info(out / "checkpoint.safetensors")[0] + 50  # were it not refused: 50
+        bounded = [*args, "--resume", "--stop-at", str(ahead)]  # steps beside the first run
         zoo_fails(bounded, f"--out {out} is in use by PID {first.pid}")
         zoo_fails(args, f"--out {out} is in use by PID {first.pid}")
         while len(read_metrics(out)) < before + 2:  # the first run goes on undisturbed
