@@ -15,8 +15,9 @@ import os
 import stat
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -156,16 +157,20 @@ def guarded(path: Path, doing: str, call: Callable[..., T], *args: Any, **kwargs
 @contextmanager
 def _native_stderr_held() -> Iterator[None]:
     """Hold what native code writes to file descriptor 2 during the block; pass it on
-    afterwards, unless the block ended in a panic (reported by the TokenizerError)."""
-    try:
-        saved = os.dup(2)
-    except OSError:  # no stderr at all: nothing to hold
-        yield
-        return
-    panicked = False
-    with tempfile.TemporaryFile() as held:
-        sys.stderr.flush()
+    afterwards, unless the block ended in a panic (reported by the TokenizerError).
+    Descriptor 2 belongs to the process: threads take turns (nested holds in one thread
+    restore in order)."""
+    with _HOLDING, ExitStack() as stack:
+        try:
+            held = stack.enter_context(tempfile.TemporaryFile())
+            saved = os.dup(2)
+        except OSError:  # no stderr, or no room for a temp file: nothing is held
+            yield
+            return
+        if sys.stderr is not None:
+            sys.stderr.flush()
         os.dup2(held.fileno(), 2)
+        panicked = False
         try:
             yield
         except BaseException as exc:
@@ -174,8 +179,11 @@ def _native_stderr_held() -> Iterator[None]:
         finally:
             os.dup2(saved, 2)
             os.close(saved)
-            if not panicked:  # a warning the library printed: where it was going
+            if not panicked:  # a warning the library printed: on to where it was going
                 held.seek(0)
                 rest = memoryview(held.read())
                 while rest:
                     rest = rest[os.write(2, rest) :]
+
+
+_HOLDING = threading.RLock()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -146,6 +147,29 @@ def test_a_warning_the_library_prints_still_reaches_stderr(tmp_path, capfd):
 
     assert guarded(tmp_path, "testing", warn, "abc") == 3
     assert capfd.readouterr().err == "library warning\n"
+
+
+def test_threads_that_call_the_library_at_once_lose_no_stderr(tmp_path, capfd):
+    """Descriptor 2 is process-wide: concurrent holds must not leave it on a closed file."""
+    from archzoo.tokenizer_file import guarded
+
+    def warn(i: int) -> int:
+        os.write(2, b"w%d\n" % i)
+        time.sleep(0.001)  # let the other threads in while descriptor 2 is held
+        return i
+
+    def worker(base: int) -> None:
+        for i in range(base, base + 100):
+            guarded(tmp_path, "testing", warn, i)
+
+    threads = [threading.Thread(target=worker, args=(k * 100,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    os.write(2, b"after\n")
+    lines = capfd.readouterr().err.splitlines()
+    assert sorted(lines) == sorted([f"w{i}" for i in range(400)] + ["after"])
 
 
 def test_a_multi_gb_tokenizer_is_refused_before_it_is_read(tmp_path, weights):
