@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import copy
 from collections import ChainMap
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from dataclasses import replace as _replace
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -33,11 +33,14 @@ class ConversionError(ValueError):
 class TensorSource:
     """HF tensors by name; remembers what was taken so leftovers can be reported."""
 
-    def __init__(self, tensors: Mapping[str, Tensor], where: str) -> None:
+    def __init__(
+        self, tensors: Mapping[str, Tensor], where: str, on_take: Callable[[], Any] | None = None
+    ) -> None:
         self.tensors = tensors
         self.where = where
         self.taken: set[str] = set()
         self.missing: list[str] = []
+        self.on_take = on_take  # called once per tensor read (a progress bar's tick)
 
     def has(self, name: str) -> bool:
         return name in self.tensors
@@ -56,6 +59,8 @@ class TensorSource:
         """The first present of `names` (aliases, e.g. a tied head saved or not)."""
         for name in names:
             if name in self.tensors:
+                if self.on_take is not None and name not in self.taken:
+                    self.on_take()
                 self.taken.add(name)
                 return self.tensors[name]
         self.missing.append(names[0])

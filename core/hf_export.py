@@ -108,7 +108,7 @@ def to_hf(
         model.train(was_training)
     tol = default_tolerance(dtype) if tolerance is None else tolerance
     with staged_directory(target) as tmp:
-        write_shards(tmp, tensors, shard_size)
+        write_shards(tmp, tensors, shard_size, f"export {target.name}: writing tensors")
         del tensors  # the model's own tensors stay; transposed or split copies go
         if release:
             model.to("meta")

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from .errors import WeightsError
+from .progress import progress_bar
 from .safe_write import _raw, header_bytes
 
 TEMP_SUFFIX = ".archzoo-export-tmp"  # `.NAME.PID.archzoo-export-tmp` beside the target
@@ -58,10 +59,11 @@ def plan_shards(tensors: Mapping[str, torch.Tensor], max_size: int) -> list[list
 
 
 def write_shards(
-    directory: Path, tensors: Mapping[str, torch.Tensor], max_size: int
+    directory: Path, tensors: Mapping[str, torch.Tensor], max_size: int, desc: str | None = None
 ) -> dict[str, str]:
     """model.safetensors, or model-0000i-of-0000n.safetensors and their index: each tensor
-    made contiguous on the CPU only while its bytes are written. Returns name -> file."""
+    made contiguous on the CPU only while its bytes are written. Returns name -> file.
+    `desc` names a progress bar of the bytes written (stderr; see archzoo.progress)."""
     if sys.byteorder != "little":
         raise WeightsError("saving safetensors needs a little-endian machine")
     shards = plan_shards(tensors, max_size)
@@ -72,6 +74,8 @@ def write_shards(
         else [f"model-{i + 1:05d}-of-{n:05d}.safetensors" for i in range(n)]
     )
     weight_map: dict[str, str] = {}
+    total = sum(_nbytes(t) for t in tensors.values())
+    bar = progress_bar(total, desc, "B") if desc else None
     for file, names in zip(files, shards, strict=True):
         part = {name: tensors[name] for name in names}
         with open(directory / file, "wb") as f:
@@ -81,11 +85,14 @@ def write_shards(
                     ready = t.detach().to("cpu").contiguous()  # one tensor at a time
                     f.write(_raw(ready))
                     del ready
+                if bar is not None:
+                    bar.update(_nbytes(t))
             f.flush()
             os.fsync(f.fileno())
         weight_map.update(dict.fromkeys(names, file))
+    if bar is not None:
+        bar.close()
     if n > 1:
-        total = sum(_nbytes(t) for t in tensors.values())
         write_json(
             directory / "model.safetensors.index.json",
             {"metadata": {"total_size": total}, "weight_map": weight_map},

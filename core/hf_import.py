@@ -17,6 +17,7 @@ from .hf_tensors import ZooNames
 from .hub import parse_hub_id, snapshot
 from .model import ZooModel
 from .placement import as_device, as_dtype
+from .progress import progress_bar
 from .registry import Registry, RegistryError, get_registry
 from .safe_read import LazyTensors
 from .sentence_transformers import sentence_embedding_head
@@ -103,12 +104,14 @@ def from_hf(
         raise _converter_failed(d, model_type, reg, exc) from None
     check_config_fits_weights(d, spec, tensors.value_count())
     model = build_model(spec, device="meta", registry=reg)
-    try:
-        state = converter.import_state(src, config, ZooNames.of(model), spec.data)
-    except (ConversionError, WeightsError):
-        raise
-    except Exception as exc:
-        raise _converter_failed(d, model_type, reg, exc) from None
+    with progress_bar(len(tensors), f"import {d.name}: reading tensors", "tensor") as bar:
+        src.on_take = bar.update  # each tensor is read from disk when the converter takes it
+        try:
+            state = converter.import_state(src, config, ZooNames.of(model), spec.data)
+        except (ConversionError, WeightsError):
+            raise
+        except Exception as exc:
+            raise _converter_failed(d, model_type, reg, exc) from None
     src.check_complete()
     load_state(model, state, {}, str(d))
     model.hf_source = {"directory": str(d.resolve()), "model_type": model_type}

@@ -97,9 +97,11 @@ def compare(
     out = Path(cfg.out)
     _warm_up(specs[0], cfg, out)
     results = []
+    done, total = 0, len(specs) * seeds
     for spec, label, extra in zip(specs, labels, applied, strict=True):
         runs = []
         for seed in range(seeds):
+            done += 1
             run_dir = out / "runs" / label / f"seed{seed}"
             run = replace(
                 cfg,
@@ -108,7 +110,7 @@ def compare(
                 data_cache=cfg.data_cache or str(out / "data"),
                 resume=(run_dir / CHECKPOINT).is_file(),  # a finished or interrupted run continues
             )
-            summary = train(spec, run)
+            summary = train(spec, run, label=f"{label} seed {seed} ({done}/{total})")
             gc.collect()
             runs.append({"seed": seed, "summary": summary, "metrics": read_metrics(run_dir)})
         results.append(_summarise(spec, label, extra, runs))

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from ..progress import progress_bar
 from .token_cache import CacheBuild, cached
 from .tokenizer import Tokenizer
 
@@ -161,6 +163,13 @@ def _cache_state(
     return {**_fingerprint(files, tok), "kind": kind}, token_dtype(tok.vocab_size)
 
 
+def tokenising_bar(files: list[Path]) -> Any:
+    """A progress bar over the files' bytes, on stderr (archzoo.progress)."""
+    total = sum(f.stat().st_size for f in files)
+    names = files[0].name if len(files) == 1 else f"{len(files)} files"
+    return progress_bar(total, f"tokenising {names}", "B")
+
+
 def prepare_stream(files: list[Path], tok: Tokenizer, cache: Path) -> TokenStream:
     """Tokenise the files once into cache/tokens.bin (reused while files and tokenizer match
     and the file passes its size and hash check)."""
@@ -169,7 +178,7 @@ def prepare_stream(files: list[Path], tok: Tokenizer, cache: Path) -> TokenStrea
         cache / "tokens.json", fingerprint, {"tokens.bin": dtype, "docs.bin": torch.int64}
     )
     if meta is None:
-        with CacheBuild(cache) as build:
+        with CacheBuild(cache) as build, tokenising_bar(files) as bar:
             writer = build.writer("tokens.bin", dtype)
             ends = build.writer("docs.bin", torch.int64)
             eos = tok.specials.eos
@@ -177,6 +186,7 @@ def prepare_stream(files: list[Path], tok: Tokenizer, cache: Path) -> TokenStrea
                 for doc in documents(f):
                     for text in doc:
                         writer.write(tok.encode(text))
+                        bar.update(len(text.encode("utf-8")))
                     if eos is not None:
                         writer.write(torch.tensor([eos]))
                     ends.write(torch.tensor([writer.count]))
@@ -199,8 +209,8 @@ def prepare_pairs(files: list[Path], tok: Tokenizer, cache: Path) -> PairData:
     dtypes = {n: (torch.int64 if n.endswith(".idx") else dtype) for n in PAIR_FILES}
     meta = cached(cache / "pairs.json", fingerprint, dtypes)
     if meta is None:
-        with CacheBuild(cache) as build:
-            pairs = _write_pairs(files, tok, build, dtypes)
+        with CacheBuild(cache) as build, tokenising_bar(files) as bar:
+            pairs = _write_pairs(files, tok, build, dtypes, bar.update)
             meta = build.commit("pairs.json", {"fingerprint": fingerprint, "pairs": pairs})
     counts = {n: meta["files"][n]["count"] for n in PAIR_FILES}
     out = {n: open_tokens(cache / n, counts[n], dtypes[n]) for n in PAIR_FILES}
@@ -208,9 +218,14 @@ def prepare_pairs(files: list[Path], tok: Tokenizer, cache: Path) -> PairData:
 
 
 def _write_pairs(
-    files: list[Path], tok: Tokenizer, build: CacheBuild, dtypes: dict[str, torch.dtype]
+    files: list[Path],
+    tok: Tokenizer,
+    build: CacheBuild,
+    dtypes: dict[str, torch.dtype],
+    read: Callable[[int], Any],
 ) -> int:
-    """Write the four pair files into `build`; returns the number of pairs."""
+    """Write the four pair files into `build`; returns the number of pairs (`read`: told
+    the bytes of each line, for the progress bar)."""
     w = {n: build.writer(n, dtypes[n]) for n in PAIR_FILES}
     for side in ("src", "tgt"):
         w[f"{side}.idx"].write(torch.zeros(1, dtype=torch.int64))
@@ -218,6 +233,7 @@ def _write_pairs(
     for f in files:
         with _open_text(f) as fh:
             for lineno, line in enumerate(_lines(fh, f), 1):
+                read(len(line.encode("utf-8")))
                 line = line.rstrip("\r\n")
                 if not line.strip():
                     continue

@@ -155,29 +155,41 @@ def batch_loss(
     ).loss
 
 
-def _progress(cfg: TrainConfig, start: int, show: bool):  # noqa: ANN202 - a tqdm bar
+def _progress(cfg: TrainConfig, start: int, show: bool, desc: str):  # noqa: ANN202 - tqdm
     from tqdm.auto import tqdm
 
-    return tqdm(
+    return tqdm(  # on stderr
         total=cfg.stop_at or cfg.steps,
         initial=start,
+        desc=desc,
         unit="step",
         disable=not show,
         dynamic_ncols=True,
     )
 
 
-def train(spec: Any, cfg: TrainConfig, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Train `spec` (name, path, dict, Spec) as `cfg` says; returns a summary of the run."""
+def train(
+    spec: Any,
+    cfg: TrainConfig,
+    overrides: dict[str, Any] | None = None,
+    *,
+    label: str | None = None,
+) -> dict[str, Any]:
+    """Train `spec` (name, path, dict, Spec) as `cfg` says; returns a summary of the run.
+    `label` names the progress bar (default: "train SPEC")."""
     ranks = Ranks()
     try:
-        return _train(ranks, spec, cfg, overrides)
+        return _train(ranks, spec, cfg, overrides, label)
     finally:
         ranks.close()
 
 
 def _train(
-    ranks: Ranks, spec: Any, cfg: TrainConfig, overrides: dict[str, Any] | None
+    ranks: Ranks,
+    spec: Any,
+    cfg: TrainConfig,
+    overrides: dict[str, Any] | None,
+    label: str | None = None,
 ) -> dict[str, Any]:
     spec = load_spec(spec, overrides)
     cfg = replace(cfg, data=[str(Path(p).resolve()) for p in cfg.data])
@@ -195,7 +207,7 @@ def _train(
     check_spec(spec, cfg, tok)
     out = Path(cfg.out)
     with run_lock(out, take=ranks.rank == 0):  # one run per directory: the others are refused
-        return _run(ranks, spec, cfg, files, tok, out, micro)
+        return _run(ranks, spec, cfg, files, tok, out, micro, label or f"train {spec.name}")
 
 
 def _check_resume(spec: Spec, cfg: TrainConfig, out: Path) -> int:
@@ -229,6 +241,7 @@ def _run(
     tok: Tokenizer,
     out: Path,
     micro: int,
+    label: str,
 ) -> dict[str, Any]:
     ckpt = out / CHECKPOINT
     info = {"spec": spec.to_dict(), "config": cfg.to_dict()}
@@ -296,7 +309,7 @@ def _run(
 
     end = min(cfg.stop_at or cfg.steps, cfg.steps)
     memory = PeakMemory(device)
-    bar = _progress(cfg, start, lead and cfg.progress)
+    bar = _progress(cfg, start, lead and cfg.progress, label)
     history: list[dict[str, Any]] = []
     tokens_per_step = cfg.batch * cfg.seq_len
     t0 = time.perf_counter()
