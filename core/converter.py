@@ -265,6 +265,7 @@ class Converter:
     # without `architectures` and without head tensors (default: the first task but `Model`)
     default_task: ClassVar[str] = ""
     refused: ClassVar[Mapping[str, str]] = {}  # HF architecture suffix -> why it is not imported
+    alias_of: ClassVar[str] = ""  # an alias (archzoo.hf_alias): the model_type whose table it is
 
     def __init_subclass__(cls, **declared: str) -> None:
         """Declare the type in the class line: `class X(Converter, model_type="x",

@@ -194,7 +194,7 @@ def nearest(
     every part no supported type can express (and the closest types) when there is none."""
     if model_type is not None:
         registry.converter(model_type)  # an unknown type: the error lists the supported ones
-    types = [model_type] if model_type else _ordered(registry.model_types(), prefer)
+    types = [model_type] if model_type else _ordered(registry, prefer)
     found = expressions(spec, registry, types)
     exact = [e for e in found if e.exact]
     if exact:
@@ -202,9 +202,13 @@ def nearest(
     raise ExportError(refusal(spec, found, model_type))
 
 
-def _ordered(types: list[str], prefer: Iterable[str]) -> list[str]:
+def _ordered(registry: Registry, prefer: Iterable[str]) -> list[str]:
+    """The preferred types, then the types with a table of their own, then aliases: a spec
+    RoBERTa's table expresses exports as roberta unless it was imported as camembert."""
+    types = registry.model_types()
     first = [t for t in prefer if t in types]
-    return [*first, *(t for t in types if t not in first)]
+    rest = [t for t in types if t not in first]
+    return [*first, *sorted(rest, key=lambda t: bool(registry.converter(t).alias_of))]
 
 
 def refusal(spec: Spec, found: list[Expression], model_type: str | None) -> str:

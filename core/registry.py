@@ -17,6 +17,7 @@ import pluggy
 
 from .component import KINDS, Capabilities, Component
 from .converter import Converter
+from .hf_alias import Alias
 from .hooks import PROJECT, ArchzooSpec
 
 ENTRY_POINT_GROUP = "archzoo"
@@ -92,10 +93,22 @@ class Registrar:
                 raise RegistryError(f"converter for {model_type!r} has no {method}() method")
         self.converters.append(converter)
 
+    def add_alias(self, alias: Alias) -> None:
+        """Register an HF model_type that shares a registered converter's layout (one
+        `archzoo.hf_alias.Alias` entry)."""
+        if not isinstance(alias, Alias):
+            raise RegistryError(f"alias {alias!r} is not an archzoo.hf_alias.Alias")
+        try:
+            converter = alias.converter()
+        except (TypeError, ValueError) as exc:
+            raise RegistryError(f"alias {alias.model_type!r}: {exc}") from None
+        self.add_converter(converter)
+
     def add_package(self, package: str) -> None:
         """Register everything a package declares: each component class whose class line
-        names it (`class X(Norm, name="x")`) and each converter whose class line names its
-        `model_type`, in module order, so nothing is listed a second time."""
+        names it (`class X(Norm, name="x")`), each converter whose class line names its
+        `model_type`, and each alias of a module's `ALIASES` table, in module order, so
+        nothing is listed a second time."""
         root = importlib.import_module(package)
         modules = [root]
         if hasattr(root, "__path__"):
@@ -109,6 +122,8 @@ class Registrar:
                     self.add_component(obj)
                 elif issubclass(obj, Converter) and "model_type" in vars(obj):
                     self.add_converter(obj())
+            for alias in vars(module).get("ALIASES", ()):  # a module's table of aliases
+                self.add_alias(alias)
 
     def add_zoo_dir(self, path: str | os.PathLike[str]) -> None:
         """Register a directory of `*.yaml` model specs."""

@@ -708,3 +708,23 @@ PUBLISHED["umt5-small"] = (
     ),
 )
 CAUSAL_LM["UMT5Config"] = "UMT5ForConditionalGeneration"
+
+# Aliases (plugins/converters/aliases.py): each model card's config.json, architecture keys
+PUBLISHED["camembert-base"] = (  # almanach/camembert-base
+    "CamembertConfig",
+    dict(
+        vocab_size=32005,
+        hidden_size=768,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        intermediate_size=3072,
+        hidden_act="gelu",
+        max_position_embeddings=514,
+        type_vocab_size=1,
+        layer_norm_eps=1e-5,
+        pad_token_id=1,
+        bos_token_id=5,
+        eos_token_id=6,
+    ),
+)
+CAUSAL_LM["CamembertConfig"] = "CamembertForMaskedLM"

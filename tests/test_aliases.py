@@ -1,0 +1,115 @@
+"""HF types that share a supported type's layout (plugins/converters/aliases.py), each from a
+tiny perturbed transformers model with a padded row: its LM, headless and task-head classes
+give transformers' outputs within 1e-4, decoders and encoder-decoders generate transformers'
+greedy tokens, and an import exports as the alias's own model_type. (The export round trip
+of every registered type, aliases included, is tests/test_export.py's sweep; their zoo specs'
+counts are tests/test_zoo_counts.py's, from tests/published_configs.py.)"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import transformers as hf
+from hf_util import assert_greedy_equal, max_diff_unpadded, padded_batch, perturb, save_hf
+
+import archzoo
+from archzoo.hf_alias import Alias
+from archzoo.hf_probe import model_class
+from archzoo.registry import RegistryError, get_registry
+
+V = 96
+ENCODER = dict(
+    vocab_size=V,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=66,
+    type_vocab_size=1,
+    pad_token_id=1,
+)
+
+# model_type -> (tiny config keywords, its task classes tested: the LM first)
+CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
+    "camembert": (ENCODER, ("ForMaskedLM", "Model", "ForSequenceClassification")),
+}
+
+
+def make(model_type: str, task: str) -> torch.nn.Module:
+    """A perturbed tiny transformers model of the alias's `task` class."""
+    kwargs, _ = CASES[model_type]
+    config = hf.AutoConfig.for_model(model_type, **kwargs)
+    conv = get_registry().converter(model_type)
+    torch.manual_seed(0)
+    model = model_class(conv, task, config, None)(config)
+    perturb(model, scale=0.1)
+    return model.eval()
+
+
+def inputs(model: torch.nn.Module) -> tuple[dict, torch.Tensor]:
+    ids, mask = padded_batch(V)
+    batch = {"input_ids": ids, "attention_mask": mask}
+    if model.config.is_encoder_decoder:
+        batch["decoder_input_ids"] = padded_batch(V, length=6)[0]
+        mask = torch.ones_like(batch["decoder_input_ids"])  # compared on decoder positions
+    return batch, mask
+
+
+def output(out) -> torch.Tensor:
+    return out.logits if getattr(out, "logits", None) is not None else out.last_hidden_state
+
+
+CASE_TASKS = [(t, task) for t, (_, tasks) in CASES.items() for task in tasks]
+
+
+@pytest.mark.parametrize(("model_type", "task"), CASE_TASKS)
+def test_outputs_equal_transformers(tmp_path, model_type, task):
+    ref = make(model_type, task)
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / model_type))
+    assert ours.hf_source["model_type"] == model_type
+    batch, mask = inputs(ref)
+    with torch.no_grad():
+        want, got = output(ref(**batch)), output(ours(**batch))
+    assert got.shape == want.shape
+    if got.dim() == 2:  # one row of scores per sequence
+        mask = torch.ones(got.shape[0], 1, dtype=torch.long)
+        got, want = got[:, None], want[:, None]
+    assert max_diff_unpadded(got, want, mask) <= 1e-4
+    assert ours.num_parameters() == sum(p.numel() for p in ref.parameters())
+
+
+GENERATES = [t for t, (_, tasks) in CASES.items() if tasks[0].endswith(("CausalLM", "Generation"))]
+
+
+@pytest.mark.parametrize("model_type", GENERATES)
+def test_greedy_generation_equals_transformers(tmp_path, model_type):
+    ref = make(model_type, CASES[model_type][1][0])
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / model_type))
+    if not ref.config.is_encoder_decoder:
+        return assert_greedy_equal(ref, ours)
+    ids, mask = padded_batch(V, length=8, real=5)
+    kwargs = {"max_new_tokens": 10, "min_new_tokens": 10, "do_sample": False}
+    want = ref.generate(ids, attention_mask=mask, **kwargs)
+    assert torch.equal(ours.generate(ids, attention_mask=mask, **kwargs), want)
+
+
+def test_an_alias_exports_as_itself_and_its_layout_as_the_type_it_shares(tmp_path):
+    ref = make("camembert", "ForMaskedLM")
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf"))
+    report = archzoo.to_hf(ours, tmp_path / "out")
+    written = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert (report["model_type"], written["model_type"]) == ("camembert", "camembert")
+    assert written["architectures"] == ["CamembertForMaskedLM"]
+    ours.hf_source = None  # the same spec, not imported: RoBERTa's table holds it first
+    assert archzoo.to_hf(ours, tmp_path / "plain")["model_type"] == "roberta"
+
+
+def test_an_alias_naming_a_task_its_type_lacks_is_refused():
+    from archzoo.plugins.converters.bert import RobertaConverter
+    from archzoo.registry import Registrar
+
+    bad = Alias("robertina", RobertaConverter, "Robertina", tasks=("ForTranslation",))
+    with pytest.raises(RegistryError, match="alias 'robertina': RobertaConverter has no task"):
+        Registrar("test").add_alias(bad)
