@@ -8,6 +8,8 @@ import os
 import re
 import shutil
 import sys
+import tempfile
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,9 +19,10 @@ import torch
 
 from .errors import WeightsError
 from .progress import progress_bar
-from .safe_write import _raw, header_bytes
+from .safe_write import _alive, _raw, header_bytes
 
-TEMP_SUFFIX = ".archzoo-export-tmp"  # `.NAME.PID.archzoo-export-tmp` beside the target
+# `.NAME.PID-THREAD-RANDOM.archzoo-export-tmp` beside the target: one per writer
+TEMP_SUFFIX = ".archzoo-export-tmp"
 DEFAULT_SHARD_SIZE = 5 * 10**9  # bytes: files above this are split (the Hub's usual 5GB)
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20}
 _UNITS["GIB"] = 2**30
@@ -145,21 +148,44 @@ def _spellings(path: Path) -> set[Path]:
 
 @contextmanager
 def staged_directory(target: Path) -> Iterator[Path]:
-    """A temp directory beside `target`; moved onto it when the block ends without error,
-    removed otherwise (the target is then untouched)."""
-    tmp = target.parent / f".{target.name}.{os.getpid()}{TEMP_SUFFIX}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
+    """A temp directory beside `target`, unique to this writer (process and thread); moved onto
+    `target` when the block ends without error, removed otherwise (the target is then
+    untouched). Two exports to one target leave one of them whole, or refuse the other."""
+    _remove_stale(target)
+    tmp, old = _unique_dir(target), None
     try:
         yield tmp
-        old = None
-        if target.is_dir():  # checked empty or overwritable before the work began
-            old = target.parent / f".{target.name}.{os.getpid()}.old{TEMP_SUFFIX}"
-            os.replace(target, old)
-        os.replace(tmp, target)
+        try:
+            if target.is_dir():  # checked empty or overwritable before the work began
+                old = _unique_dir(target)  # an empty directory: the rename replaces it
+                os.replace(target, old)
+            os.replace(tmp, target)
+        except OSError as exc:
+            if old is not None and not target.exists():
+                os.replace(old, target)  # put the previous export back
+            reason = exc.strerror or str(exc)
+            raise WeightsError(
+                f"cannot write {target}: {reason} (another export wrote it meanwhile?); "
+                "nothing of this export was kept"
+            ) from None
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and old.exists():
+            shutil.rmtree(old, ignore_errors=True)
         raise
+
+
+def _unique_dir(target: Path) -> Path:
+    """A new, empty directory `.NAME.PID-THREAD-RANDOM.archzoo-export-tmp` beside `target`."""
+    prefix = f".{target.name}.{os.getpid()}-{threading.get_ident()}-"
+    return Path(tempfile.mkdtemp(prefix=prefix, suffix=TEMP_SUFFIX, dir=target.parent))
+
+
+def _remove_stale(target: Path) -> None:
+    """Remove staging directories of exports to `target` whose process is gone."""
+    for tmp in target.parent.glob(f".{target.name}.*{TEMP_SUFFIX}"):
+        pid = tmp.name[len(target.name) + 2 : -len(TEMP_SUFFIX)].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -193,3 +193,36 @@ def test_token_cache_built_by_two_threads_is_one_whole_cache(threads, tmp_path):
         assert torch.equal(tokens.long(), expected)
     names = sorted(p.name for p in (tmp_path / "cache").iterdir())
     assert names == ["docs.bin", "tokens.bin", "tokens.json"]
+
+
+def test_two_threads_exporting_to_one_directory_leave_one_whole_export(tmp_path):
+    """Both staged the export in `.hf.PID.archzoo-export-tmp`: the second deleted the first's
+    staging directory, both wrote into one, and the last rename failed with a bare OSError."""
+    from archzoo.hf_files import TEMP_SUFFIX as EXPORT_TEMP
+    from archzoo.hf_files import staged_directory
+
+    target = tmp_path / "hf"
+    start, errors, done = threading.Barrier(2), [], []
+
+    def export(tag: str) -> None:
+        try:
+            with staged_directory(target) as tmp:
+                start.wait(30)  # both are staging at once
+                for i in range(20):
+                    (tmp / f"part{i}").write_text(tag)
+            done.append(tag)
+        except Exception as exc:  # noqa: BLE001 - every failure is the finding
+            errors.append(exc)
+
+    threads = [threading.Thread(target=export, args=(t,)) for t in ("first", "second")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert all(isinstance(e, archzoo.WeightsError) for e in errors), errors
+    assert all(f"cannot write {target}" in str(e) for e in errors), errors
+    assert len(done) + len(errors) == 2 and done
+    contents = {p.read_text() for p in target.iterdir()}
+    assert len(list(target.iterdir())) == 20 and len(contents) == 1 and contents <= set(done)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]  # no staging left
+    assert not list(tmp_path.glob(f"*{EXPORT_TEMP}"))
