@@ -13,12 +13,13 @@ from torch import nn
 
 from .interfaces import Dims, NormFactory
 from .memory import check_fits
-from .model import Stack, ZooModel
+from .model import ZooModel
 from .mup import hidden_matrices, scale_hidden_init, widened_source, width_ratio
 from .placement import as_device, as_dtype
 from .plan import BuildPlan, LayerPlan, Part, StackPlan
 from .registry import Registry, get_registry
 from .spec import Spec, load_spec
+from .stack import Stack
 
 
 def build_model(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -12,7 +12,11 @@ from torch import Tensor, nn
 
 from . import attention_probs as _probs
 from .component import Component
+from .input_checks import check_label_values
 from .masks import AttentionMask, causal_mask
+
+if TYPE_CHECKING:
+    from .forward_inputs import ForwardBatch
 
 NormFactory = Callable[[], nn.Module]
 
@@ -356,6 +360,50 @@ class Head(Component):
     def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor | None:
         """(B, T, d_model) -> logits, or None for a head that makes none."""
         return None
+
+    def prepare_batch(self, batch: ForwardBatch) -> ForwardBatch:
+        """Hook: reshape the inputs before the stacks run (multiple choice flattens them)."""
+        return batch
+
+    def regroup(
+        self, hidden: Tensor, attention_mask: Tensor | None, batch: ForwardBatch
+    ) -> tuple[Tensor, Tensor | None]:
+        """Hook: the stack's (rows, T, D) output as this head reads it (undoes prepare_batch)."""
+        return hidden, attention_mask
+
+    def outputs(
+        self, hidden: Tensor, attention_mask: Tensor | None, batch: ForwardBatch
+    ) -> tuple[dict[str, Any], Tensor | None]:
+        """Outputs by Hugging Face name and the loss of the batch's labels: `shift_labels`
+        through `token_loss`, `labels` through `masked_loss`, or through `hidden_loss` when
+        no logits are wanted (`return_logits=False`)."""
+        hidden, mask = self.regroup(hidden, attention_mask, batch)
+        ids = {"input_ids": batch.input_ids} if self.capabilities.token_ids else {}
+        out = self(hidden, mask, **ids) if batch.return_logits else None
+        named = out if isinstance(out, dict) else {"logits": out}
+        labels = batch.labels
+        if batch.shift_labels is not None:
+            if labels is not None:
+                raise ValueError("pass labels or shift_labels, not both")
+            loss = self.token_loss(
+                hidden,
+                batch.shift_labels,
+                mask,
+                logits=out,
+                label_smoothing=batch.label_smoothing,
+                num_items=batch.num_items,
+                **ids,
+            )
+            return named, loss
+        if labels is None:
+            return named, None
+        if not batch.return_logits:
+            return named, self.hidden_loss(hidden, labels, mask, **ids)
+        if out is None or not any(k.endswith("logits") for k in named):
+            raise ValueError(f"head {self.name!r} makes no logits, so labels cannot be used")
+        if isinstance(out, Tensor) and out.dim() == 3:  # token-level class ids
+            check_label_values(labels, out)
+        return named, self.masked_loss(out, labels, mask)
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
         raise NotImplementedError(f"head {self.name!r} does not compute a loss")

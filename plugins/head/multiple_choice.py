@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Literal
 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from archzoo.component import param
+from archzoo.forward_inputs import ForwardBatch, flatten_choices, flatten_inputs
 
 from .pooling import PooledHead, PoolerConfig, pool
 
@@ -29,6 +31,35 @@ class MultipleChoiceHead(PooledHead, name="multiple_choice", choices=True):
         super().__init__(cfg, dims, **parts)
         self.dropout = nn.Dropout(dims.dropout if cfg.dropout is None else cfg.dropout)
         self.classifier = nn.Linear(dims.d_model, 1)
+
+    def prepare_batch(self, batch: ForwardBatch) -> ForwardBatch:
+        """(B, C, T) inputs as B*C sequences for the stacks."""
+        choices, ids, mask, segments, positions, langs = flatten_choices(
+            self.name,
+            batch.input_ids,
+            batch.attention_mask,
+            batch.token_type_ids,
+            batch.position_ids,
+            batch.langs,
+        )
+        return replace(
+            batch,
+            input_ids=ids,
+            attention_mask=mask,
+            token_type_ids=segments,
+            position_ids=positions,
+            langs=langs,
+            attention_inputs=flatten_inputs(batch.attention_inputs, choices),
+            choices=choices,
+        )
+
+    def regroup(
+        self, hidden: Tensor, attention_mask: Tensor | None, batch: ForwardBatch
+    ) -> tuple[Tensor, Tensor | None]:
+        """(B*C, T, D) back to (B, C, T, D): the head sees each example's choices together."""
+        hidden = hidden.view(*batch.choices, *hidden.shape[1:])  # (B, C, T, D)
+        mask = None if attention_mask is None else attention_mask.view(*batch.choices, -1)
+        return hidden, mask  # mask (B, C, T)
 
     def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         """hidden (B, C, T, D), attention_mask (B, C, T) -> logits (B, C)."""
