@@ -5,7 +5,7 @@ and of the installed plugins. An entry is reused only while a fingerprint of all
 is unchanged: archzoo's and Python's versions, the installed distributions (names and
 versions: any install or upgrade starts afresh), the size and mtime of every source and
 spec file of archzoo, of each plugin package (found through its entry point, not imported)
-and of each plugin zoo directory, and ARCHZOO_DISABLE_PLUGINS. Anything else (no cache
+and of each plugin zoo directory, ARCHZOO_DISABLE_PLUGINS and ARCHZOO_NO_PLUGINS. Anything else (no cache
 dir, an unreadable or corrupt file, an in-process registry a caller may have changed)
 computes afresh. ARCHZOO_NO_CACHE=1 turns the cache off; ARCHZOO_CACHE_DIR moves it.
 """
@@ -24,6 +24,7 @@ from typing import Any
 CACHE_DIR_ENV = "ARCHZOO_CACHE_DIR"
 NO_CACHE_ENV = "ARCHZOO_NO_CACHE"
 DISABLE_ENV = "ARCHZOO_DISABLE_PLUGINS"  # read by the registry
+NO_PLUGINS_ENV = "ARCHZOO_NO_PLUGINS"  # read by the registry (zoo --no-plugins sets it)
 FORMAT = 1
 MAX_FILES = 5000  # a plugin tree larger than this is not fingerprinted: no caching
 SUFFIXES = (".py", ".yaml", ".yml")
@@ -120,6 +121,7 @@ def fingerprint(zoo_dirs: list[str]) -> str | None:
     h = hashlib.sha256()
     h.update(f"{FORMAT}|{archzoo.__version__}|{sys.version}|{sys.executable}\n".encode())
     h.update(f"{DISABLE_ENV}={os.environ.get(DISABLE_ENV, '')}\n".encode())
+    h.update(f"{NO_PLUGINS_ENV}={os.environ.get(NO_PLUGINS_ENV, '')}\n".encode())
     roots = [p for name in PACKAGES for p in _locations(name)]
     roots += [p for module in _plugin_modules(h) for p in _locations(module)]
     roots += [Path(d) for d in zoo_dirs]

@@ -7,6 +7,8 @@ lists it); the shared helpers are in `common`, which imports no command.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import Any
 
 import click
@@ -14,6 +16,7 @@ import click
 import archzoo
 from archzoo.errors import printable
 
+from .cache import NO_PLUGINS_ENV
 from .common import UserError, user_errors
 
 # command name -> (module of this package, attribute, first paragraph of its help): the
@@ -114,6 +117,16 @@ class ZooGroup(click.Group):
 
 @click.group(cls=ZooGroup)
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of short error messages.")
+@click.option(
+    "--no-plugins",
+    is_flag=True,
+    help=f"Skip third-party plugins (built-ins load); the same as {NO_PLUGINS_ENV}=1.",
+)
 @click.version_option(archzoo.__version__, prog_name="zoo")
-def main(debug: bool) -> None:
+def main(debug: bool, no_plugins: bool) -> None:
     """archzoo: transformer architectures from YAML specs and plugins."""
+    if no_plugins:  # in the environment: read by the registry, and by worker processes
+        os.environ[NO_PLUGINS_ENV] = "1"
+        registry = sys.modules.get("archzoo.registry")  # loaded already: in-process callers
+        if registry is not None:
+            registry.reset_registry()

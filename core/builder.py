@@ -15,6 +15,7 @@ from .interfaces import Dims, NormFactory
 from .memory import check_fits
 from .model import ZooModel
 from .mup import hidden_matrices, scale_hidden_init, widened_source, width_ratio
+from .output_shapes import check_first_forward
 from .placement import as_device, as_dtype
 from .plan import BuildPlan, LayerPlan, Part, StackPlan
 from .registry import Registry, get_registry
@@ -56,6 +57,7 @@ def build_model(
             init_weights(model, spec.data["init_std"])
     if not meta and spec.data["mup"]:
         scale_hidden_init(model, hidden_matrix_names(spec, model), width_ratio(spec.data))
+    check_first_forward(model, reg.plugin_of)  # a plugin part's output shape, named
     if dtype is not None:
         model = model.to(dtype)
     return model

@@ -19,9 +19,9 @@ from .component import KINDS, Capabilities, Component
 from .converter import Converter
 from .hf_alias import Alias
 from .hooks import PROJECT, ArchzooSpec
+from .plugin_guard import DISABLE_ENV, NO_PLUGINS_ENV, loading_plugin, plugins_off
 
 ENTRY_POINT_GROUP = "archzoo"
-DISABLE_ENV = "ARCHZOO_DISABLE_PLUGINS"
 
 
 class RegistryError(Exception):
@@ -302,6 +302,7 @@ class Registry:
 
     def _load_entry_points(self) -> None:
         disabled = {s.strip() for s in os.environ.get(DISABLE_ENV, "").split(",") if s.strip()}
+        off = plugins_off()  # every third-party plugin; the built-ins are already in
         eps = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
         for ep in sorted(eps, key=lambda e: (e.name, e.value)):  # the same order everywhere
             dist = getattr(ep, "dist", None)
@@ -316,18 +317,18 @@ class Registry:
                     f"{kept.distribution or ep.name!r}; kept that one",
                 )
                 continue
-            if ep.name in disabled:
-                self.plugins[ep.name] = not_loaded(
-                    status="disabled", error=f"disabled by {DISABLE_ENV}"
-                )
+            if ep.name in disabled or off:
+                why = f"{NO_PLUGINS_ENV}=1 (zoo --no-plugins)" if off else DISABLE_ENV
+                self.plugins[ep.name] = not_loaded(status="disabled", error=f"disabled by {why}")
                 continue
-            try:
-                obj = ep.load()
-            except (Exception, SystemExit) as exc:  # noqa: BLE001 - sys.exit() at import too
-                why = f"import of {ep.value!r} failed: {type(exc).__name__}: {exc}"
-                self.plugins[ep.name] = not_loaded(status="failed", error=why)
-                continue
-            self.register_plugin(obj, ep.name, distribution=dist_name, version=version)
+            with loading_plugin(ep.name, ep.value):  # its prints to stderr; named if slow
+                try:
+                    obj = ep.load()
+                except (Exception, SystemExit) as exc:  # noqa: BLE001 - sys.exit() at import too
+                    why = f"import of {ep.value!r} failed: {type(exc).__name__}: {exc}"
+                    self.plugins[ep.name] = not_loaded(status="failed", error=why)
+                    continue
+                self.register_plugin(obj, ep.name, distribution=dist_name, version=version)
 
     def get(self, kind: str, name: str) -> type[Component]:
         """The component class registered as (kind, name); a clear error otherwise."""
