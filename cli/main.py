@@ -43,6 +43,11 @@ COMMANDS = {
         "diff_cmd",
         "What changes from spec/model A to B (B defaults to A; --set overrides apply to B).",
     ),
+    "eval": (
+        "eval",
+        "eval_cmd",
+        "Evaluate a model with lm-evaluation-harness tasks (the `eval` extra).",
+    ),
     "export": (
         "export",
         "export_cmd",
