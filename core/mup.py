@@ -10,7 +10,7 @@ shapes): a meta build at twice the width shows them.
 | hidden matrix | both dims grow (q/k/v/o, FFN in/out) | init_std / sqrt(r) | lr / r | 1 |
 | vector-like | one dim grows (embeddings, norms, biases, readout) | init_std | lr | 1 |
 | finite | no dim grows (relative-position tables) | init_std | lr | 1 |
-| readout | the LM head's projection (tied or not) | init_std | lr | logits x 1 / r |
+| readout | the LM / MLM head's vocabulary projection | init_std | lr | logits x 1 / r |
 
 Attention scores use 1 / head_dim instead of 1 / sqrt(head_dim) (Tensor Programs V:
 with head_dim growing, q.k grows like head_dim once q and k correlate). AdamW's decoupled

@@ -141,20 +141,26 @@ def test_adam_learning_rate_per_group_and_first_step_size():
     assert step["decoder.embedding.word.weight"] == pytest.approx(lr, rel=1e-3)
 
 
-def test_attention_scale_and_output_multiplier_against_the_standard_model():
+@pytest.mark.parametrize(
+    "family, head", [("decoder", {"kind": "lm", "tie": True}), ("encoder", {"kind": "mlm"})]
+)
+def test_attention_scale_and_output_multiplier_against_the_standard_model(family, head):
     """muP's logits = (the standard model with attention.scale = 1/head_dim, same weights)'s
-    logits x base_width / d_model (Tensor Programs V: 1/d attention, 1/r readout)."""
+    logits x base_width / d_model (Tensor Programs V: 1/d attention, 1/r readout); the MLM
+    head's decoder bias starts at zero, so the multiplier shows on the logits whole."""
     width = 256
     head_dim = width // 4
+    parts = {"family": family, "head": head}
     torch.manual_seed(0)
-    mup = archzoo.build_model(spec(width, True))
-    ref = archzoo.build_model(spec(width, False, attention={"kind": "mha", "scale": 1 / head_dim}))
+    mup = archzoo.build_model(spec(width, True, **parts))
+    scaled = {"kind": "mha", "scale": 1 / head_dim}
+    ref = archzoo.build_model(spec(width, False, attention=scaled, **parts))
     ref.load_state_dict(mup.state_dict())
     ids = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         got, want = mup(ids).logits, ref(ids).logits * (BASE / width)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
-    std = archzoo.build_model(spec(width, False))
+    std = archzoo.build_model(spec(width, False, **parts))
     std.load_state_dict(mup.state_dict())
     with torch.no_grad():  # the standard 1/sqrt(head_dim) differs: the scale really changed
         assert not torch.allclose(std(ids).logits * (BASE / width), got, atol=1e-4)
@@ -186,10 +192,11 @@ def test_mup_spec_errors_name_the_key():
     with pytest.raises(SpecError) as e:
         archzoo.load_spec("deberta-base", overrides={"mup.base_width": 64})
     assert "<override mup.base_width>" in str(e.value)
-    assert "head 'mlm' does not apply muP's output multiplier" in str(e.value)
     assert "attention 'disentangled' does not apply muP's 1/head_dim attention scale" in str(
         e.value
     )
+    with pytest.raises(SpecError, match="head 'token_classifier' does not apply muP's output"):
+        archzoo.load_spec("gpt2", overrides={"mup.base_width": 64, "head": "token_classifier"})
 
 
 def test_zoo_train_mup_base_width_is_the_spec_key(tmp_path):

@@ -17,7 +17,7 @@ from ..ffn.activations import ACTIVATIONS
 from .losses import linear_cross_entropy, token_cross_entropy
 
 
-class MLMHead(Head, name="mlm"):
+class MLMHead(Head, name="mlm", mup=True):
     """BERT's masked-LM head: transform (dense, activation, norm), then tied decoder"""
 
     families = ("encoder",)
@@ -53,8 +53,11 @@ class MLMHead(Head, name="mlm"):
         self.pooler = nn.Linear(dims.d_model, dims.d_model) if cfg.pooler else None
 
     def features(self, hidden: Tensor) -> Tensor:
-        """What the decoder sees: (B, T, d_model) -> (B, T, E), transformed or not."""
-        return hidden if self.dense is None else self.norm(self.act(self.dense(hidden)))
+        """What the decoder sees: (B, T, d_model) -> (B, T, E), transformed or not, times
+        muP's output multiplier (1 without muP)."""
+        out = hidden if self.dense is None else self.norm(self.act(self.dense(hidden)))
+        scale = self.dims.output_multiplier
+        return out if scale == 1.0 else out * scale
 
     def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         return self.decoder(self.features(hidden))  # (B, T, V), decoder bias = self.bias
