@@ -7,15 +7,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from .aux_loss import aux_loss_modules, pooled_aux_loss, reset_aux_losses
 from .cache import KVCache
 from .documents import check_document_ids, document_runs
 from .forward_inputs import ForwardBatch, kept_positions
-from .input_checks import LANGS, InputChecks, values_trusted
+from .input_checks import values_trusted
 from .interfaces import Attention, Head
+from .model_checks import check_cache, check_inputs
 from .outputs import StackRecord, requested_layers
 from .plan import stack_role
 from .spec import Spec
@@ -164,10 +164,10 @@ class ZooModel(nn.Module):
     ) -> ForwardBatch:
         """The batch after the checks of every input and the cache; packed rows' documents
         filled in."""
-        self._check_inputs(batch, encoder_outputs)
+        check_inputs(self, batch, encoder_outputs)
         if cache is not None and not values_trusted():  # generate's steps feed their own cache
             two = self.family == "encoder-decoder"
-            self._check_cache(cache, batch.decoder_input_ids if two else batch.input_ids)
+            check_cache(self, cache, batch.decoder_input_ids if two else batch.input_ids)
         if batch.document_ids is None and batch.decoder_document_ids is None:
             return batch
         if batch.choices is not None:
@@ -296,94 +296,6 @@ class ZooModel(nn.Module):
             if which == "decoder":
                 out["cross_attentions"] = cross
         return out
-
-    def _check_inputs(self, batch: ForwardBatch, encoder_outputs: Tensor | None) -> None:
-        """Shapes, dtypes and batch sizes of every input; id ranges read once (input_checks).
-        Multiple choice: `labels` have a row per example, the inputs one per choice."""
-        input_ids, attention_mask, token_type_ids = (
-            batch.input_ids,
-            batch.attention_mask,
-            batch.token_type_ids,
-        )
-        decoder_input_ids, decoder_attention_mask = (
-            batch.decoder_input_ids,
-            batch.decoder_attention_mask,
-        )
-        labels, position_ids, langs = batch.labels, batch.position_ids, batch.langs
-        label_rows = None if batch.choices is None else batch.choices[0]
-        # the weights' device, where ids must be (not re-checked on generate's own steps; not
-        # under torch.compile either, whose dynamo cannot read values_trusted's ContextVar)
-        trusted = torch.compiler.is_compiling() or values_trusted()
-        checks = InputChecks(None if trusted else next(self.parameters()).device)
-        vocab = self.spec.data["vocab_size"]
-        if self.family != "encoder-decoder":
-            stack = self.encoder if self.encoder is not None else self.decoder
-            B, T = checks.ids(input_ids, "input_ids", vocab)
-            checks.keep_mask(attention_mask, "attention_mask", B, "input_ids")
-            checks.segments(token_type_ids, (B, T), stack.embedding.segment_types())
-            checks.segments(langs, (B, T), stack.embedding.languages(), LANGS)
-            limit = stack.position.position_limit()
-            checks.positions(position_ids, (B, T), limit, "position_ids")
-            if label_rows is None:
-                checks.labels(labels, B, "input_ids")
-            else:
-                checks.labels(labels, label_rows, "input_ids (batch, choices, seq)")
-            checks.run()
-            return
-        if decoder_input_ids is None:
-            raise ValueError("an encoder-decoder model needs decoder_input_ids")
-        B, T = checks.ids(decoder_input_ids, "decoder_input_ids", vocab)
-        checks.keep_mask(decoder_attention_mask, "decoder_attention_mask", B, "decoder_input_ids")
-        limit = self.decoder.position.position_limit()
-        checks.positions(position_ids, (B, T), limit, "position_ids")
-        checks.labels(labels, B, "decoder_input_ids")
-        if encoder_outputs is None:
-            source, (rows, length) = "input_ids", checks.ids(input_ids, "input_ids", vocab)
-            checks.segments(token_type_ids, (rows, length), self.encoder.embedding.segment_types())
-            checks.segments(langs, (rows, length), self.encoder.embedding.languages(), LANGS)
-        else:
-            source, rows = "encoder_outputs", encoder_outputs.shape[0]
-        checks.keep_mask(attention_mask, "attention_mask", rows, source)
-        if rows != B:
-            raise ValueError(f"decoder_input_ids has batch size {B} but {source} has {rows}")
-        checks.run()
-
-    def _check_cache(self, cache: Any, ids: Tensor) -> None:
-        """`cache` is this model's (new_cache) for the rows of `ids`, in the weights' dtype."""
-        if self.decoder is None:
-            raise ValueError(f"a {self.family} model does not decode; cache must be None")
-        if not isinstance(cache, KVCache):
-            raise TypeError(
-                "cache must be a KVCache from model.new_cache(batch, capacity), "
-                f"got {type(cache).__name__}"
-            )
-        of = "decoder_input_ids" if self.family == "encoder-decoder" else "input_ids"
-        rows = cache.positions.shape[0]
-        if rows != ids.shape[0]:
-            raise ValueError(
-                f"cache was made for batch size {rows} but {of} has batch size {ids.shape[0]}; "
-                f"make one with model.new_cache({ids.shape[0]}, capacity)"
-            )
-        ref = next(self.decoder.parameters())  # as new_cache picks its dtype and device
-        layers = len(self.decoder.layer_map)
-        keys = cache.layers[0].k if cache.layers else None
-        cross = stack_role(self.family, "decoder").cross
-        if len(cache.layers) != layers or (cache.cross is not None) != cross:
-            raise ValueError(
-                f"cache was made by another model ({len(cache.layers)} layers); this one decodes "
-                f"with {layers}: make one with model.new_cache(batch, capacity)"
-            )
-        if keys is not None and (keys.dtype != ref.dtype or keys.device != ref.device):
-            raise ValueError(
-                f"cache holds {keys.dtype} on {keys.device} but the model's weights are "
-                f"{ref.dtype} on {ref.device} (moved or cast after new_cache?); make a new one "
-                "with model.new_cache(batch, capacity)"
-            )
-        if keys is not None and keys.is_inference() and not torch.is_inference_mode_enabled():
-            raise ValueError(
-                "cache was made under torch.inference_mode(), so it cannot be written outside "
-                "it; run this forward under inference_mode too, or make the cache outside it"
-            )
 
     def new_cache(self, batch: int, capacity: int) -> KVCache:
         """An empty KV cache for the decoder stack (with cross-attention slots if any)."""
