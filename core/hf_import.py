@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,7 @@ import torch
 
 from .builder import build_model
 from .checkpoint_files import check_weight_map, index_shards, read_json, regular_file
-from .converter import ConversionError, TensorSource
+from .converter import ConversionError, Converter, TensorSource
 from .errors import SpecError
 from .hf_tensors import ZooNames
 from .hub import parse_hub_id, snapshot
@@ -38,9 +37,10 @@ def read_config(directory: Path) -> dict[str, Any]:
     return config
 
 
-def read_safetensors(directory: Path) -> Mapping[str, torch.Tensor]:
+def read_safetensors(directory: Path) -> LazyTensors:
     """Every tensor of model.safetensors or of the shards its index names, by name, each read
-    from disk when first asked for (so a converted source can be freed at once). Never pickle."""
+    from disk when first asked for (so a converted source can be freed at once), each file
+    opened once (close the result, or use it in a `with` block). Never pickle."""
     single = directory / "model.safetensors"
     index = directory / "model.safetensors.index.json"
     if single.exists():
@@ -49,7 +49,11 @@ def read_safetensors(directory: Path) -> Mapping[str, torch.Tensor]:
         files, weight_map = index_shards(directory, index)
         tensors = LazyTensors(files, ConversionError)
         stored = {name: entry[0] for name, entry in tensors.index.items()}
-        check_weight_map(directory, index, weight_map, stored)
+        try:
+            check_weight_map(directory, index, weight_map, stored)
+        except ConversionError:
+            tensors.close()
+            raise
         return tensors
     pickles = [p.name for p in directory.glob("*.bin")] + [p.name for p in directory.glob("*.pt")]
     hint = f" (found {', '.join(pickles)}: pickle files are never read)" if pickles else ""
@@ -78,7 +82,20 @@ def from_hf(
         converter = reg.converter(model_type)
     except ConversionError as exc:
         raise ConversionError(f"{d / 'config.json'}: {exc}") from None
-    tensors = read_safetensors(d)
+    with read_safetensors(d) as tensors:  # each file opened once: never half of a rewrite
+        model = _convert(d, config, converter, tensors, reg)
+    model.hf_source = {"directory": str(d.resolve()), "model_type": model_type}
+    model.loaded_from = d.absolute()
+    if device is not None or dtype is not None:
+        model = model.to(device=device, dtype=dtype)
+    return model.eval()
+
+
+def _convert(
+    d: Path, config: dict[str, Any], converter: Converter, tensors: LazyTensors, reg: Registry
+) -> ZooModel:
+    """The model that `config` and `tensors` describe, with those weights loaded."""
+    model_type = config["model_type"]
     src = TensorSource(tensors, str(d))
     try:
         spec_data = converter.to_spec(config, src.names())  # a task may show in tensors
@@ -114,11 +131,7 @@ def from_hf(
             raise _converter_failed(d, model_type, reg, exc) from None
     src.check_complete()
     load_state(model, state, {}, str(d))
-    model.hf_source = {"directory": str(d.resolve()), "model_type": model_type}
-    model.loaded_from = d.absolute()
-    if device is not None or dtype is not None:
-        model = model.to(device=device, dtype=dtype)
-    return model.eval()
+    return model
 
 
 def check_config_fits_weights(d: Path, spec: Any, held: int) -> None:

@@ -186,25 +186,46 @@ def _count(value: object) -> bool:
 class LazyTensors(Mapping[str, Tensor]):
     """Tensors of safetensors files by name; headers are validated up front, data read on use.
 
+    Each file is opened once, here, and its tensors are read through that handle, so a file
+    replaced meanwhile is never half seen; `close` (or leaving a `with` block) closes them.
     A tensor name found in two files is an error naming both: no file silently wins."""
 
     def __init__(self, files: list[Path], error: type[Exception] = ValueError) -> None:
         self.error = error
         self.index: dict[str, tuple[Path, torch.dtype, list[int], int, int]] = {}
         self.live: weakref.WeakValueDictionary[str, Tensor] = weakref.WeakValueDictionary()
-        for f in files:
-            try:
-                with SafetensorsFile(f) as handle:
-                    entries = handle.entries
-            except UnreadableSafetensors as exc:
-                raise error(f"{f}: cannot read safetensors ({exc})") from None
-            for name, (dtype, shape, offset, nbytes) in entries.items():
-                if name in self.index:
-                    raise error(
-                        f"{f}: tensor {name!r} is also in {self.index[name][0].name}; "
-                        "a tensor must be stored in one shard only"
-                    )
-                self.index[name] = (f, dtype, shape, offset, nbytes)
+        self.handles: dict[Path, SafetensorsFile] = {}
+        try:
+            for f in files:
+                self._add(f)
+        except BaseException:
+            self.close()
+            raise
+
+    def _add(self, f: Path) -> None:
+        try:
+            handle = self.handles[f] = SafetensorsFile(f)
+        except UnreadableSafetensors as exc:
+            raise self.error(f"{f}: cannot read safetensors ({exc})") from None
+        for name, (dtype, shape, offset, nbytes) in handle.entries.items():
+            if name in self.index:
+                raise self.error(
+                    f"{f}: tensor {name!r} is also in {self.index[name][0].name}; "
+                    "a tensor must be stored in one shard only"
+                )
+            self.index[name] = (f, dtype, shape, offset, nbytes)
+
+    def close(self) -> None:
+        for handle in self.handles.values():
+            handle.close()
+
+    def __enter__(self) -> LazyTensors:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
 
     def value_count(self) -> int:
         """How many numbers the files hold in all (from the headers; nothing read)."""
@@ -214,17 +235,11 @@ class LazyTensors(Mapping[str, Tensor]):
         tensor = self.live.get(name)
         if tensor is not None:  # taken twice (tied names): one copy
             return tensor
-        path, dtype, shape, offset, nbytes = self.index[name]
-        tensor = torch.empty(shape, dtype=dtype)
+        path = self.index[name][0]
         try:
-            with open(path, "rb") as fh:
-                fh.seek(offset)
-                got = fh.readinto(_raw(tensor)) if nbytes else 0
-        except OSError as exc:
+            tensor = self.handles[path].read(name)
+        except (UnreadableSafetensors, OSError) as exc:
             raise self.error(f"{path}: cannot read tensor {name!r} ({exc})") from None
-        if got != nbytes:
-            raise self.error(f"{path}: tensor {name!r} is truncated ({got} of {nbytes} bytes)")
-        tensor = native_order(tensor)
         self.live[name] = tensor
         return tensor
 
