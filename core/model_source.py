@@ -11,7 +11,6 @@ Every command and `archzoo.load` take the same names, tried in this order:
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ from .model import ZooModel
 from .placement import as_device, as_dtype
 from .registry import get_registry
 from .spec import Spec, find_model, load_spec
-from .weights import SPEC_KEY, load_file, read_metadata
+from .weights import SPEC_KEY, load_file, read_metadata, stored_spec
 
 WEIGHTS_FILE = "model.safetensors"  # what archzoo.save names a run's or directory's weights
 CHECKPOINT_FILE = "checkpoint.safetensors"  # a zoo train run still in progress
@@ -77,13 +76,7 @@ class ModelRef:
             config = read_config(self.path)
             converter = get_registry().converter(config["model_type"])
             return load_spec(converter.to_spec(config), overrides)
-        meta = read_metadata(self.weights_file)
-        try:
-            return load_spec(json.loads(meta[SPEC_KEY]), overrides)
-        except json.JSONDecodeError as exc:
-            raise WeightsError(
-                f"{self.weights_file}: spec metadata is not valid JSON ({exc})"
-            ) from None
+        return stored_spec(read_metadata(self.weights_file), self.weights_file, overrides)
 
     def load(
         self, device: str | torch.device | None = None, dtype: torch.dtype | str | None = None

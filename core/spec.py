@@ -434,3 +434,29 @@ def load_spec(
         data, locs = load_with_extends(source, registry=registry)
     apply_overrides(data, locs, overrides)
     return resolve(data, locs, registry)
+
+
+def load_stored_spec(
+    data: Any,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    registry: Registry | None = None,
+) -> Spec:
+    """A spec stored inside a file (a weights file's metadata) as data only: resolved
+    without reading anything else. A string (a zoo name, a path, YAML text: each would be
+    read) and `extends` (saved specs are resolved) are refused."""
+    if not isinstance(data, dict):
+        text = repr(data)
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        msg = (
+            f"cannot load a spec from {type(data).__name__} {shown}: a stored spec is a "
+            "mapping of spec keys (data, never a name, path or YAML text to read)"
+        )
+        raise SpecError([SpecIssue("", msg)])
+    if data.get("extends") is not None:
+        msg = (
+            f"the stored spec names extends={data['extends']!r}; saved specs are resolved "
+            "(a file's spec never reads another)"
+        )
+        raise SpecError([SpecIssue("extends", msg)])
+    return load_spec(data, overrides, registry=registry)

@@ -18,7 +18,7 @@ from .provenance import PROVENANCE_KEY, install_hint, provenance
 from .registry import get_registry
 from .safe_read import SafetensorsFile, UnreadableSafetensors
 from .safe_write import write_safetensors
-from .spec import load_spec, underive
+from .spec import Spec, load_stored_spec, underive
 
 SPEC_KEY = "archzoo.spec"
 ALIASES_KEY = "archzoo.aliases"
@@ -90,6 +90,26 @@ def load_file(
         return _load(p, f, device, dtype)
 
 
+def stored_spec(meta: dict[str, str], p: Path, overrides: dict[str, Any] | None = None) -> Spec:
+    """The spec in a weights file's metadata, as data only (load_stored_spec: no name, path,
+    YAML text or `extends` in it is read), with `overrides`."""
+    if SPEC_KEY not in meta:
+        raise WeightsError(f"{p}: safetensors file has no archzoo spec in its metadata")
+    try:
+        spec_data = json.loads(meta[SPEC_KEY])
+        derived = json.loads(meta.get(DERIVED_KEY, "[]"))
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise WeightsError(f"{p}: spec metadata is not valid JSON ({exc})") from None
+    if isinstance(spec_data, dict) and isinstance(derived, list):
+        spec_data = underive(spec_data, derived)
+    try:
+        return load_stored_spec(spec_data, overrides, registry=get_registry())
+    except SpecError as exc:  # a component of a plugin not installed here: name the package
+        hint = install_hint(meta.get(PROVENANCE_KEY), get_registry())
+        msg = f"{p}: the spec stored in the file does not validate:\n{exc}{hint}"
+        raise WeightsError(msg) from None
+
+
 def _load(
     p: Path,
     f: SafetensorsFile,
@@ -97,30 +117,15 @@ def _load(
     dtype: torch.dtype | None,
 ) -> ZooModel:
     meta = f.metadata
-    if SPEC_KEY not in meta:
-        raise WeightsError(f"{p}: safetensors file has no archzoo spec in its metadata")
+    spec = stored_spec(meta, p)
     try:
-        spec_data = json.loads(meta[SPEC_KEY])
         aliases = json.loads(meta.get(ALIASES_KEY, "{}"))
-        derived = json.loads(meta.get(DERIVED_KEY, "[]"))
     except (json.JSONDecodeError, RecursionError) as exc:
         raise WeightsError(f"{p}: spec metadata is not valid JSON ({exc})") from None
-    if isinstance(spec_data, dict) and spec_data.get("extends") is not None:
-        raise WeightsError(  # a saved spec is resolved: loading it reads no other file
-            f"{p}: the stored spec names extends={spec_data['extends']!r}; saved specs are resolved"
-        )
     if not isinstance(aliases, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in aliases.items()
     ):
         raise WeightsError(f"{p}: {ALIASES_KEY} metadata must map tensor names to tensor names")
-    if isinstance(spec_data, dict) and isinstance(derived, list):
-        spec_data = underive(spec_data, derived)
-    try:
-        spec = load_spec(spec_data, registry=get_registry())
-    except SpecError as exc:  # a component of a plugin not installed here: name the package
-        hint = install_hint(meta.get(PROVENANCE_KEY), get_registry())
-        msg = f"{p}: the spec stored in the file does not validate:\n{exc}{hint}"
-        raise WeightsError(msg) from None
     check_fits(f.size, "cpu", f"loading {p}")  # the tensors are read into memory
     try:
         state = f.read_all()
