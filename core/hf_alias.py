@@ -29,7 +29,7 @@ class Alias:
     prefix: str | None = None  # its base-model tensor prefix, where it is not `of`'s first
     requires: Mapping[str, Any] = field(default_factory=dict)  # HF settings the layout needs
     fields: str = ""  # its own config keys (a parse_fields table); they win over `of`'s
-    defaults: Mapping[str, Any] = field(default_factory=dict)  # its config class's defaults
+    defaults: Mapping[str, Any] = field(default_factory=dict)  # its config's keys when absent
     renamed: Mapping[str, str] = field(default_factory=dict)  # its key -> `of`'s key
     fixed: str = ""  # spec parts it always has (spec_parts text), over `of`'s
     tasks: Sequence[str] | None = None  # the task keys transformers has for it (default: all)
@@ -40,10 +40,7 @@ class Alias:
         base = self.of
         own = parse_fields(self.fields) if self.fields else ()
         keys = {f.hf for f in own}
-        fields = tuple(
-            _replace(f, default=self.defaults[f.hf]) if f.hf in self.defaults else f
-            for f in (*own, *(f for f in base.fields if f.hf not in keys))
-        )
+        fields = (*own, *(f for f in base.fields if f.hf not in keys))
         attrs: dict[str, Any] = {
             "model_type": self.model_type,
             "hf_prefix": self.hf_prefix,
@@ -73,16 +70,16 @@ class Alias:
 
 
 class _Renaming(Converter):
-    """Reads the alias's renamed config keys under the names its parent's table uses."""
+    """Reads a config.json of the alias as its parent's: the alias's defaults for absent keys
+    (its config class's, where they differ) and its renamed keys under the parent's names."""
 
     alias: Alias
 
     def to_spec(self, config: dict[str, Any], tensor_names: Sequence[str] = ()) -> dict[str, Any]:
-        if self.alias.renamed:
-            config = dict(config)
-            for theirs, ours in self.alias.renamed.items():
-                if theirs in config and ours not in config:
-                    config[ours] = config[theirs]
+        config = {**self.alias.defaults, **{k: v for k, v in config.items() if v is not None}}
+        for theirs, ours in self.alias.renamed.items():
+            if theirs in config and ours not in config:
+                config[ours] = config[theirs]
         return super().to_spec(config, tensor_names)
 
 

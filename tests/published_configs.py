@@ -728,3 +728,174 @@ PUBLISHED["camembert-base"] = (  # almanach/camembert-base
     ),
 )
 CAUSAL_LM["CamembertConfig"] = "CamembertForMaskedLM"
+PUBLISHED["data2vec-text-base"] = (  # facebook/data2vec-text-base
+    "Data2VecTextConfig",
+    dict(
+        vocab_size=50265,
+        hidden_size=768,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        intermediate_size=3072,
+        hidden_act="gelu",
+        max_position_embeddings=514,
+        type_vocab_size=1,
+        layer_norm_eps=1e-5,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+    ),
+)
+CAUSAL_LM["Data2VecTextConfig"] = "Data2VecTextForMaskedLM"
+PUBLISHED["ministral-8b"] = (  # mistralai/Ministral-8B-Instruct-2410
+    "MinistralConfig",
+    dict(
+        vocab_size=131072,
+        hidden_size=4096,
+        intermediate_size=12288,
+        num_hidden_layers=36,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        max_position_embeddings=32768,
+        rms_norm_eps=1e-5,
+        rope_parameters={**ROPE, "rope_theta": 1e8},
+        sliding_window=32768,
+        tie_word_embeddings=False,
+        bos_token_id=1,
+        eos_token_id=2,
+    ),
+)
+CAUSAL_LM["MinistralConfig"] = "MinistralForCausalLM"
+PUBLISHED["seed-oss-36b"] = (  # ByteDance-Seed/Seed-OSS-36B-Instruct
+    "SeedOssConfig",
+    dict(
+        vocab_size=155136,
+        hidden_size=5120,
+        intermediate_size=27648,
+        num_hidden_layers=64,
+        num_attention_heads=80,
+        num_key_value_heads=8,
+        head_dim=128,
+        max_position_embeddings=524288,
+        rms_norm_eps=1e-6,
+        rope_parameters={**ROPE, "rope_theta": 1e7},
+        attention_bias=True,
+        attention_out_bias=False,
+        attention_dropout=0.1,
+        residual_dropout=0.1,
+        tie_word_embeddings=False,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+    ),
+)
+CAUSAL_LM["SeedOssConfig"] = "SeedOssForCausalLM"
+PUBLISHED["mt5-small"] = (  # google/mt5-small (transformers 5 ties its head: MT5Config)
+    "MT5Config",
+    dict(
+        vocab_size=250112,
+        d_model=512,
+        d_kv=64,
+        d_ff=1024,
+        num_layers=8,
+        num_decoder_layers=8,
+        num_heads=6,
+        relative_attention_num_buckets=32,
+        feed_forward_proj="gated-gelu",
+        layer_norm_epsilon=1e-6,
+        dropout_rate=0.1,
+        tie_word_embeddings=False,
+        pad_token_id=0,
+        eos_token_id=1,
+        decoder_start_token_id=0,
+    ),
+)
+CAUSAL_LM["MT5Config"] = "MT5ForConditionalGeneration"
+PUBLISHED["plbart-base"] = (  # uclanlp/plbart-base
+    "PLBartConfig",
+    dict(
+        BART_SIZES,
+        vocab_size=50005,
+        d_model=768,
+        encoder_layers=6,
+        decoder_layers=6,
+        encoder_attention_heads=12,
+        decoder_attention_heads=12,
+        encoder_ffn_dim=3072,
+        decoder_ffn_dim=3072,
+        activation_function="gelu",
+        dropout=0.1,
+        attention_dropout=0.1,
+        activation_dropout=0.0,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+    ),
+)
+CAUSAL_LM["PLBartConfig"] = "PLBartForConditionalGeneration"
+PUBLISHED["mvp"] = (  # RUCAIBox/mvp
+    "MvpConfig",
+    dict(
+        vocab_size=50267,
+        max_position_embeddings=1024,
+        d_model=1024,
+        encoder_layers=12,
+        decoder_layers=12,
+        encoder_attention_heads=16,
+        decoder_attention_heads=16,
+        encoder_ffn_dim=4096,
+        decoder_ffn_dim=4096,
+        activation_function="gelu",
+        scale_embedding=False,
+        dropout=0.1,
+        attention_dropout=0.1,
+        activation_dropout=0.1,
+        use_prompt=False,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+        decoder_start_token_id=2,
+    ),
+)
+CAUSAL_LM["MvpConfig"] = "MvpForConditionalGeneration"
+PUBLISHED["flaubert-base-cased"] = (  # flaubert/flaubert_base_cased
+    "FlaubertConfig",
+    dict(
+        vocab_size=68729,
+        emb_dim=768,
+        n_layers=12,
+        n_heads=12,
+        max_position_embeddings=512,
+        dropout=0.1,
+        attention_dropout=0.1,
+        gelu_activation=True,
+        n_langs=1,
+        pre_norm=False,
+        pad_token_id=2,
+        bos_token_id=0,
+        eos_token_id=1,
+    ),
+)
+CAUSAL_LM["FlaubertConfig"] = "FlaubertWithLMHeadModel"
+PUBLISHED["internlm3-8b"] = (  # internlm/internlm3-8b-instruct (runs as LlamaForCausalLM)
+    "InternLM3Config",
+    dict(
+        vocab_size=128512,
+        hidden_size=4096,
+        intermediate_size=10240,
+        num_hidden_layers=48,
+        num_attention_heads=32,
+        num_key_value_heads=2,
+        head_dim=128,
+        max_position_embeddings=32768,
+        rms_norm_eps=1e-5,
+        rope_parameters={"rope_type": "dynamic", "rope_theta": 5e7, "factor": 6.0},
+        qkv_bias=False,
+        bias=False,
+        tie_word_embeddings=False,
+        pad_token_id=2,
+        bos_token_id=1,
+        eos_token_id=2,
+    ),
+)
+CAUSAL_LM["InternLM3Config"] = "LlamaForCausalLM"

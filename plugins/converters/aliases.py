@@ -1,10 +1,69 @@
 """HF types with a supported type's layout: one `Alias` entry each, read and written by the
-converter table of the type named (checked against transformers' modeling code)."""
+converter table of the type named (each checked against transformers' modeling code)."""
 
 from __future__ import annotations
 
 from archzoo.hf_alias import Alias
 
+from .bart import BartConverter
 from .bert import RobertaConverter
+from .llama import LlamaConverter
+from .mistral import MistralConverter
+from .qwen import Qwen2Converter
+from .t5 import T5Converter
+from .xlm import XLMConverter
 
-ALIASES = (Alias("camembert", RobertaConverter, "Camembert", note="RoBERTa's classes"),)
+DECODER_ONLY = ("Model", "ForCausalLM")  # types transformers runs with Llama's classes
+
+ALIASES = (
+    Alias("camembert", RobertaConverter, "Camembert", note="RoBERTa's classes"),
+    Alias(
+        "data2vec-text",
+        RobertaConverter,
+        "Data2VecText",
+        prefix="data2vec_text.",
+        note="RoBERTa's layout under its own base-model prefix",
+    ),
+    Alias("ministral", MistralConverter, "Ministral", note="Mistral's layout (no q/k/v biases)"),
+    Alias(  # q/k/v biases, no output bias, as Qwen2; dropout on each sublayer's output
+        "seed_oss",
+        Qwen2Converter,
+        "SeedOss",
+        requires={"attention_bias": True, "attention_out_bias": False},
+        fields="residual_dropout  dropout  0.1",
+        fixed="embedding: {dropout: 0.0}",
+        note="Qwen2's layout with a residual dropout",
+    ),
+    Alias(  # transformers 5 ties mT5's head whatever the config says, and never rescales it
+        "mt5",
+        T5Converter,
+        "MT5",
+        requires={"scale_decoder_outputs": False},
+        defaults={"feed_forward_proj": "gated-gelu", "scale_decoder_outputs": False},
+        note="T5 v1.1 with a tied head that is not rescaled",
+    ),
+    Alias(  # BART's modules; labels shift as mBART's (no decoder_start_token_id)
+        "plbart",
+        BartConverter,
+        "PLBart",
+        defaults={"scale_embedding": True},
+        tasks=("Model", "ForConditionalGeneration", "ForSequenceClassification", "ForCausalLM"),
+        note="BART with scaled embeddings",
+    ),
+    Alias("mvp", BartConverter, "Mvp", requires={"use_prompt": False}, note="BART without prompts"),
+    Alias(  # FlauBERT's pre_norm layers end without a final norm: refused; layerdrop: training
+        "flaubert",
+        XLMConverter,
+        "Flaubert",
+        requires={"pre_norm": False},
+        note="XLM's post-LN layout",
+    ),
+    Alias(
+        "internlm3",
+        LlamaConverter,
+        "InternLM3",
+        renamed={"qkv_bias": "attention_bias", "bias": "mlp_bias"},
+        tasks=DECODER_ONLY,
+        note="runs as LlamaForCausalLM",
+    ),
+)
