@@ -107,7 +107,7 @@ def test_a_load_racing_a_saving_process_gets_one_version(tmp_path):
             assert saver.poll() is None and time.monotonic() < deadline, "the saver did not start"
             time.sleep(0.05)
         seen, loads = set(), 0
-        end = math.inf  # 2.5 s past the moment both versions were seen
+        end = math.inf  # 1.5 s past the moment both versions were seen
         while time.monotonic() < end:
             assert time.monotonic() < deadline, f"only saw {seen} in {loads} loads"
             model = archzoo.load(path)
@@ -117,7 +117,7 @@ def test_a_load_racing_a_saving_process_gets_one_version(tmp_path):
             seen.add(model.spec.name)
             loads += 1
             if len(seen) == 2 and end == math.inf:
-                end = time.monotonic() + 2.5
+                end = time.monotonic() + 1.5
     finally:
         stop.touch()
         saves = int(saver.communicate(timeout=60)[0])
@@ -274,7 +274,7 @@ def test_an_hf_import_racing_a_rewrite_of_its_weights_gets_one_version(tmp_path)
     try:
         seen, loads = set(), 0
         deadline = time.monotonic() + 60
-        end = math.inf  # 2.5 s past the moment both versions were seen
+        end = math.inf  # 1.5 s past the moment both versions were seen
         while time.monotonic() < end:
             assert time.monotonic() < deadline, f"only saw {seen} in {loads} loads"
             model = archzoo.from_hf(d)
@@ -283,7 +283,7 @@ def test_an_hf_import_racing_a_rewrite_of_its_weights_gets_one_version(tmp_path)
             seen.add(match[0])
             loads += 1
             if len(seen) == 2 and end == math.inf:
-                end = time.monotonic() + 2.5
+                end = time.monotonic() + 1.5
     finally:
         stop.touch()
         saves = int(saver.communicate(timeout=60)[0])
