@@ -131,7 +131,22 @@ class ZooGroup(click.Group):
 def main(debug: bool, no_plugins: bool) -> None:
     """archzoo: transformer architectures from YAML specs and plugins."""
     if no_plugins:  # in the environment: read by the registry, and by worker processes
+        before = os.environ.get(NO_PLUGINS_ENV)
         os.environ[NO_PLUGINS_ENV] = "1"
-        registry = sys.modules.get("archzoo.registry")  # loaded already: in-process callers
-        if registry is not None:
-            registry.reset_registry()
+        _reset_registry()  # loaded already by an in-process caller: reloaded without plugins
+        click.get_current_context().call_on_close(lambda: _restore(before))
+
+
+def _reset_registry() -> None:
+    registry = sys.modules.get("archzoo.registry")  # not imported for it: torch comes with it
+    if registry is not None:
+        registry.reset_registry()
+
+
+def _restore(before: str | None) -> None:
+    """After `zoo --no-plugins CMD` called in process: the caller's environment and plugins."""
+    if before is None:
+        os.environ.pop(NO_PLUGINS_ENV, None)
+    else:
+        os.environ[NO_PLUGINS_ENV] = before
+    _reset_registry()

@@ -262,3 +262,20 @@ def test_wrong_shape_in_process_is_a_named_error():
         assert hooks(model) == 2  # a forward that failed leaves the checks armed
     finally:
         registry.unregister_plugin("wide_test")
+
+
+def test_no_plugins_in_process_leaves_the_callers_environment(monkeypatch):
+    from click.testing import CliRunner
+
+    from archzoo.cli.main import main
+
+    monkeypatch.delenv("ARCHZOO_NO_PLUGINS", raising=False)
+    registry = archzoo.get_registry()
+    registry.register_plugin(ScaledPlugin(), "scaled_test")
+    try:
+        run = CliRunner().invoke(main, ["--no-plugins", "show", "scaled_test_ffn"])
+        assert run.exit_code == 2 and "scaled_test_ffn" in run.output  # not registered there
+    finally:
+        registry.unregister_plugin("scaled_test")
+    assert "ARCHZOO_NO_PLUGINS" not in os.environ
+    assert archzoo.get_registry() is not registry  # the next use reloads every plugin
