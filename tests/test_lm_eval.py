@@ -265,3 +265,45 @@ def test_zoo_help_does_not_import_lm_eval():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.stdout.strip() == "False", r.stderr
+
+
+def test_generate_until_stops_decoding_at_the_stop_string(setup, monkeypatch):
+    """The text equals the full greedy decode cut at the stop string, and decoding stops at
+    the step that completes it (not after max_gen_toks)."""
+    from lm_eval.api.instance import Instance
+
+    from archzoo.evaluation import lm_eval_model
+
+    checkpoint, _ = setup
+    lm = lm_eval_model.ArchzooLM(pretrained=str(checkpoint), batch_size=2)
+    steps = []
+    real = lm_eval_model.generate
+
+    def counting(*args, on_token, **kwargs):
+        def count(token):
+            steps.append(token)
+            on_token(token)
+
+        return real(*args, on_token=count, **kwargs)
+
+    monkeypatch.setattr(lm_eval_model, "generate", counting)
+
+    def ask(until: list[str]) -> list[str]:
+        reqs = [
+            Instance("generate_until", {}, (c, {"until": until, "max_gen_toks": 8}), i)
+            for i, c in enumerate(["w3 w4", "w10"])
+        ]
+        return lm.generate_until(reqs, disable_tqdm=True)
+
+    full = ask([])
+    assert len(steps) == 8  # no eos here: all of max_gen_toks
+    stops = [full[0].split()[2], full[1].split()[2]]  # each row's third word
+    steps.clear()
+    cut = ask(stops)
+    want = []
+    for text in full:
+        for stop in stops:
+            text = text.split(stop)[0]
+        want.append(text)
+    assert cut == want
+    assert len(steps) < 8

@@ -211,7 +211,7 @@ class ArchzooLM(TemplateLM):
             for start in range(0, len(members), self.batch):
                 chunk = members[start : start + self.batch]
                 contexts = [self.tok_encode(requests[i].args[0])[-keep:] for i in chunk]
-                texts = self._generate(contexts, new, do_sample, temperature)
+                texts = self._generate(contexts, new, do_sample, temperature, until)
                 for i, text in zip(chunk, texts, strict=True):
                     out[i] = postprocess_generated_text(text, until, None)
                     self.cache_hook.add_partial("generate_until", requests[i].args, out[i])
@@ -221,9 +221,16 @@ class ArchzooLM(TemplateLM):
 
     @torch.no_grad()
     def _generate(
-        self, contexts: list[list[int]], new: int, do_sample: bool, temperature: float
+        self,
+        contexts: list[list[int]],
+        new: int,
+        do_sample: bool,
+        temperature: float,
+        until: list[str],
     ) -> list[str]:
-        """Decode `new` tokens after left-padded contexts; each row's text up to its eos."""
+        """Decode up to `new` tokens after left-padded contexts; each row's text up to its
+        eos. Decoding stops once every row has its eos or a stop string (the text is cut at
+        the first stop string anyway, so the result is the same as decoding all `new`)."""
         width = max(len(c) for c in contexts)
         pad = self.tok.pad_id if self.tok.pad_id is not None else self.eot_token_id
         ids = torch.full((len(contexts), width), pad, dtype=torch.long)
@@ -231,22 +238,44 @@ class ArchzooLM(TemplateLM):
         for i, c in enumerate(contexts):
             ids[i, width - len(c) :] = torch.tensor(c)
             mask[i, width - len(c) :] = 1
-        tokens = generate(
-            self.model,
-            ids.to(self.device),
-            mask.to(self.device),
-            max_new_tokens=new,
-            do_sample=do_sample,
-            temperature=temperature if do_sample else 1.0,
-            eos_token_id=self.eot_token_id,
-            pad_token_id=pad,
-        )[:, width:].tolist()
+        steps: list[list[int]] = []  # each step's (B,) tokens
+        finished = [False] * len(contexts)
+
+        def watch(token: torch.Tensor) -> None:
+            steps.append(token.tolist())
+            for i, done in enumerate(finished):
+                if not done:
+                    row = [step[i] for step in steps]
+                    text = self.tok_decode(row)
+                    finished[i] = self.eot_token_id in row or any(u and u in text for u in until)
+            if all(finished):
+                raise _AllStopped
+
+        try:
+            generate(
+                self.model,
+                ids.to(self.device),
+                mask.to(self.device),
+                max_new_tokens=new,
+                do_sample=do_sample,
+                temperature=temperature if do_sample else 1.0,
+                eos_token_id=self.eot_token_id,
+                pad_token_id=pad,
+                on_token=watch,
+            )
+        except _AllStopped:
+            pass
+        tokens = [list(row) for row in zip(*steps, strict=True)] if steps else [[]] * len(contexts)
         texts = []
         for row in tokens:
             if self.eot_token_id in row:
                 row = row[: row.index(self.eot_token_id)]
             texts.append(self.tok_decode(row))
         return texts
+
+
+class _AllStopped(Exception):
+    """Raised from generate's per-token callback once every row has stopped."""
 
 
 def _pick_device(device: str | None) -> torch.device:
