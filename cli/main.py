@@ -120,7 +120,7 @@ class ZooGroup(click.Group):
             raise UserError(printable(str(exc))) from None  # text from files reaches here
 
 
-@click.group(cls=ZooGroup)
+@click.group(cls=ZooGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of short error messages.")
 @click.option(
     "--no-plugins",

@@ -57,6 +57,31 @@ class Capabilities:
     )
 
 
+# The capability flags that mean something for each kind (the comments above); `zoo show`
+# and the components page list only these, so a norm does not show attention flags.
+KIND_CAPABILITIES: dict[str, tuple[str, ...]] = {
+    "attention": (
+        "causal",
+        "bidirectional",
+        "cross",
+        "accepts_rotate",
+        "accepts_bias",
+        "kv_cache",
+        "mup",
+    ),
+    "position": ("rotate", "bias", "embed", "values"),
+    "block": ("final_norm",),
+    "head": ("generates", "token_ids", "choices", "mup"),
+}
+ANY_KIND_CAPABILITIES = ("even_head_dim", "aux_loss")  # flags any kind may declare
+
+
+def capabilities_of(kind: str) -> tuple[str, ...]:
+    """The capability flags that concern components of `kind`, in declaration order."""
+    own = {*KIND_CAPABILITIES.get(kind, ()), *ANY_KIND_CAPABILITIES}
+    return tuple(f.name for f in dataclasses.fields(Capabilities) if f.name in own)
+
+
 @dataclass
 class Config:
     """Base of every component config; subclasses add fields made with `param`."""
@@ -124,7 +149,8 @@ class Component(nn.Module):
                 "default": default,
                 "doc": f.metadata.get("doc", ""),
             }
-        caps = {k: v for k, v in dataclasses.asdict(cls.capabilities).items()}
+        flags = dataclasses.asdict(cls.capabilities)
+        caps = {k: flags[k] for k in capabilities_of(cls.kind)}  # only the kind's own
         return {
             "kind": cls.kind,
             "name": cls.name,

@@ -64,7 +64,7 @@ def render() -> str:
             else:
                 lines.append("No parameters.")
             flags = [f"`{f}`" for f, on in info["capabilities"].items() if on]
-            lines += ["", f"Capabilities: {', '.join(flags)}."]
+            lines += ["", f"Capabilities: {', '.join(flags) or 'none'}."]
     return "\n".join(lines) + "\n"
 
 

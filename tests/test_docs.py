@@ -58,3 +58,59 @@ def test_readme_spec_example_validates(tmp_path):
     # the per-layer override really reached the odd layers only
     kinds = [type(b.attention).__name__ for b in model.decoder.blocks]
     assert kinds[0] != kinds[1] and kinds[1] == kinds[3]
+
+
+def readme() -> str:
+    return (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_diff_example_is_the_real_output():
+    from click.testing import CliRunner
+
+    from archzoo.cli.main import main
+
+    shown = re.search(r"\$ zoo diff bert-base albert-base\n(.*?)```", readme(), re.S).group(1)
+    result = CliRunner().invoke(main, ["diff", "bert-base", "albert-base"])
+    assert result.exit_code == 0, result.output
+    assert shown == result.output
+
+
+def test_readme_components_table_lists_every_registered_name():
+    import archzoo
+
+    section = readme().split("## Components", 1)[1].split("\n## ", 1)[0]
+    rows = dict(re.findall(r"^\| `(\w+)` \|(.*)$", section, re.M))
+    missing = [
+        f"{c.kind}:{c.name}"
+        for c in archzoo.list_components()
+        if c.__module__.startswith("archzoo.") and f"`{c.name}`" not in rows.get(c.kind, "")
+    ]
+    assert not missing, f"README's components table lacks {missing}"
+
+
+def test_readme_plugin_example_works_and_does_not_reuse_a_shipped_name(monkeypatch):
+    import sys
+    import types
+
+    import archzoo
+    from archzoo import Registry
+
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme(), re.S) if "hookimpl" in b)
+    module = types.ModuleType("readme_plugin")
+    monkeypatch.setitem(sys.modules, "readme_plugin", module)  # as an imported plugin is
+    exec(compile(block, "README.md plugin example", "exec"), module.__dict__)  # noqa: S102
+    registry = Registry(load_entry_points=False)
+    info = registry.register_plugin(module, "readme-plugin")
+    assert info.status == "ok", info.error
+    (declared,) = info.components
+    kind, name = declared.split(":")
+    example = ROOT / "examples/archzoo-plugin-example/src"
+    shipped = set(
+        re.findall(r'name\s*=\s*"(\w+)"', "".join(p.read_text() for p in example.rglob("*.py")))
+    )
+    assert name not in shipped and registry.has(kind, name)
+    sizes = {"n_layers": 1, "d_model": 16, "n_heads": 2, "d_ff": 32, "vocab_size": 50}
+    model = archzoo.build_model("gpt2", {**sizes, "norm": name}, registry=registry)
+    norm = model.decoder.blocks[0].attention_norm
+    x = torch.randn(2, 3, 16)
+    torch.testing.assert_close(norm(x), x / x.norm(dim=-1, keepdim=True))  # gain starts at 1
