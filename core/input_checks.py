@@ -115,21 +115,7 @@ class InputChecks:
             raise ValueError(
                 f"{name} must be an integer tensor of shape (batch, seq), got {describe(ids)}"
             )
-        if ids.layout != torch.strided:  # torch's sparse kernels lack the ops a forward uses
-            layout = str(ids.layout).removeprefix("torch.")
-            raise ValueError(
-                f"{name} must be a dense tensor, got a {layout} one: pass {name}.to_dense()"
-            )
-        if self.device is not None and ids.device != self.device:
-            if ids.device.type == "meta":
-                raise ValueError(
-                    f"{name} is a meta tensor (shape only, no values) but the model's weights "
-                    f"are on {self.device}: pass token ids with values"
-                )
-            raise ValueError(
-                f"{name} is on {ids.device} but the model's weights are on {self.device}: "
-                f"move it with {name}.to({str(self.device)!r})"
-            )
+        self.placed(ids, name)
         if ids.shape[0] == 0:
             raise ValueError(f"{name} has batch size 0 (shape {tuple(ids.shape)}): nothing to run")
         if ids.shape[1] == 0:
@@ -137,6 +123,24 @@ class InputChecks:
         if vocab is not None:
             self.values.append(RangeCheck(name, ids, 0, vocab))
         return ids.shape[0], ids.shape[1]
+
+    def placed(self, t: Tensor, name: str) -> None:
+        """A dense tensor with values, on the weights' device (when `device` was given)."""
+        if t.layout != torch.strided:  # torch's sparse kernels lack the ops a forward uses
+            layout = str(t.layout).removeprefix("torch.")
+            raise ValueError(
+                f"{name} must be a dense tensor, got a {layout} one: pass {name}.to_dense()"
+            )
+        if self.device is not None and t.device != self.device:
+            if t.device.type == "meta":
+                raise ValueError(
+                    f"{name} is a meta tensor (shape only, no values) but the model's weights "
+                    f"are on {self.device}: pass a tensor with values"
+                )
+            raise ValueError(
+                f"{name} is on {t.device} but the model's weights are on {self.device}: "
+                f"move it with {name}.to({str(self.device)!r})"
+            )
 
     def keep_mask(self, mask: Tensor | None, name: str, batch: int, of: str) -> None:
         """A (batch, keys) padding mask of 0/1 (bool, integer or float) for the rows of `of`."""
@@ -146,6 +150,7 @@ class InputChecks:
             raise ValueError(
                 f"{name} must be a 0/1 tensor of shape (batch, seq), got {describe(mask)}"
             )
+        self.placed(mask, name)
         if mask.shape[0] != batch:
             raise ValueError(
                 f"{name} has batch size {mask.shape[0]} but {of} has {batch} "
@@ -171,6 +176,7 @@ class InputChecks:
             )
         if not isinstance(types, Tensor) or types.dtype not in INTEGER_DTYPES:
             raise ValueError(f"{name} must be an integer tensor, got {describe(types)}")
+        self.placed(types, name)
         if tuple(types.shape) != tuple(ids_shape):
             raise ValueError(
                 f"{name} must have the shape of input_ids {tuple(ids_shape)}, "
@@ -197,6 +203,7 @@ class InputChecks:
                 f"{name} must be an integer tensor of shape ({B}, {T}) or (1, {T}), "
                 f"got {describe(pos)}"
             )
+        self.placed(pos, name)
         self.values.append(RangeCheck(name, pos, 0, limit, "positions"))
 
     def labels(self, labels: Tensor | None, batch: int, of: str) -> None:

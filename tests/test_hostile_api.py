@@ -135,6 +135,25 @@ def test_forward_and_generate_refuse_ids_without_dense_values(model, ids, words)
     refused(lambda: model.generate(ids, max_new_tokens=2), *words)
 
 
+MASK = torch.ones(1, 4, dtype=torch.long)
+
+
+@pytest.mark.parametrize(
+    "inputs, words",
+    [
+        ({"attention_mask": MASK.to_sparse()}, ["attention_mask must be a dense tensor"]),
+        ({"attention_mask": MASK.to("meta")}, ["attention_mask is a meta tensor"]),
+        ({"position_ids": torch.arange(4)[None].to_sparse()}, ["position_ids must be a dense"]),
+        ({"position_ids": torch.arange(4)[None].to("meta")}, ["position_ids is a meta tensor"]),
+    ],
+    ids=["mask-sparse", "mask-meta", "positions-sparse", "positions-meta"],
+)
+def test_forward_refuses_other_inputs_without_dense_values(model, inputs, words):
+    refused(lambda: model(IDS, **inputs), *words)
+    if "attention_mask" in inputs:
+        refused(lambda: model.generate(IDS, max_new_tokens=2, **inputs), *words)
+
+
 def test_meta_ids_still_run_a_meta_model():
     """Shape-only runs (cost and memory estimates) keep working: model and ids on meta."""
     meta = archzoo.build_model("gpt2", TINY, device="meta")
