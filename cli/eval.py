@@ -27,7 +27,6 @@ from .common import UserError
 @click.option("--include-path", metavar="DIR", help="A directory of your own task YAMLs.")
 @click.option("--device", help="cpu, cuda, cuda:1 ... (default: a GPU when present, else CPU).")
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]))
-@click.option("--attn-impl", help="Attention kernel (zoo list attention impls).")
 @click.option("--max-gen-toks", type=click.IntRange(min=1), default=256, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True, help="lm-eval's random seeds.")
 @click.option("--output", metavar="FILE.json", help="Write lm-eval's results here as JSON.")
@@ -40,7 +39,6 @@ def eval_cmd(
     include_path: str | None,
     device: str | None,
     dtype: str | None,
-    attn_impl: str | None,
     max_gen_toks: int,
     seed: int,
     output: str | None,
@@ -68,7 +66,6 @@ def eval_cmd(
         batch_size=batch_size,
         device=device,
         dtype=dtype,
-        attn_impl=attn_impl,
         max_gen_toks=max_gen_toks,
     )
     manager = TaskManager(include_path=include_path)

@@ -45,7 +45,6 @@ class ArchzooLM(TemplateLM):
         max_length: int | None = None,
         max_gen_toks: int = MAX_GEN_TOKS,
         add_bos_token: bool | None = None,
-        attn_impl: str | None = None,
         **unused: Any,
     ) -> None:
         super().__init__()
@@ -53,14 +52,12 @@ class ArchzooLM(TemplateLM):
             raise ValueError(
                 f"model_args {', '.join(sorted(unused))}: not arguments of the archzoo model "
                 "(known: pretrained, batch_size, device, dtype, max_length, max_gen_toks, "
-                "add_bos_token, attn_impl)"
+                "add_bos_token)"
             )
         self.batch = _batch_size(batch_size)
         self._device = _pick_device(device)
         self.model, self.tok = open_model(pretrained, device=self._device, dtype=dtype)
         self.model.eval()
-        if attn_impl:
-            self.model.set_attention_impl(attn_impl)
         if self.model.family != "decoder":
             raise ValueError(
                 f"pretrained={pretrained}: a {self.model.family} model; the archzoo lm-eval "
