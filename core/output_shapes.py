@@ -67,6 +67,9 @@ def check_first_forward(model: nn.Module, plugin_of: Any) -> None:
 
 
 def _remove_checks(model: nn.Module, args: tuple, output: Any) -> None:
-    """After the first forward that completed: every check, and this hook, off the model."""
+    """After the first forward that completed: every check, and this hook, off the model
+    (not while torch.compile traces: the checks skip themselves there)."""
+    if torch.compiler.is_compiling():
+        return
     for handle in model.__dict__.pop("_first_forward_checks", ()):
         handle.remove()
