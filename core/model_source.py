@@ -105,6 +105,9 @@ def resolve_model(
     like `org/name@rev`. `spec_only` fetches only a Hub model's configs, not its weights."""
     text = os.fspath(name)
     path = Path(text)
+    local = path.exists() or (isinstance(name, str) and find_model(text) is not None)
+    if local and revision is not None:
+        raise WeightsError(f"revision {revision!r} applies to Hub ids; {text} is not one")
     if path.exists():
         return _local(text, path)
     if isinstance(name, str) and find_model(text) is not None:
@@ -121,8 +124,10 @@ def resolve_model(
     repo, rev = hub
     if rev is not None and revision is not None and rev != revision:
         raise WeightsError(f"{text}: two revisions given ({rev!r} and --revision {revision!r})")
-    local = snapshot(repo, rev or revision, spec_only=spec_only)
-    ref = _local(text, local)
+    snap = snapshot(repo, rev or revision, spec_only=spec_only)
+    if spec_only and not (snap / "config.json").is_file():  # an archzoo repo: the spec is
+        snap = snapshot(repo, rev or revision)  # in its weights file's metadata
+    ref = _local(text, snap)
     return ModelRef(ref.name, ref.kind, ref.path, ref.spec_source, hub_id=repo)
 
 

@@ -212,6 +212,9 @@ def test_device_and_dtype_options(run_dir):
     model = archzoo.load(run_dir, dtype=torch.bfloat16)
     greedy = model.generate(torch.tensor([list(b"the")]), max_new_tokens=3)[0].tolist()
     assert out == printable(ByteTokenizer().decode(greedy)) + "\n"
+    assert zoo("generate", run_dir, "--prompt", "x", "--revision", "v1", code=2) == (
+        f"Error: revision 'v1' applies to Hub ids; {run_dir} is not one\n"
+    )
     assert zoo("generate", run_dir, "--prompt", "x", "--device", "meta", code=2) == (
         "Error: --device meta holds no weights to run; expected cpu, cuda, cuda:N\n"
     )
@@ -270,6 +273,7 @@ def test_hub_ids_resolve_through_the_huggingface_cache_offline(tmp_path, run_dir
         out["generate"] = zoo("generate", "someone/tiny-hf", "--prompt", "the c",
                               "--max-new-tokens", "4", "--revision", "v1")
         out["show"] = zoo("show", "someone/tiny-hf")
+        out["show_run"] = zoo("show", "someone/tiny-run")
         out["missing"] = zoo("generate", "someone/missing", "--prompt", "x")
         out["missing_rev"] = zoo("generate", "someone/tiny-hf@v9", "--prompt", "x")
         print(json.dumps(out))
@@ -294,6 +298,7 @@ def test_hub_ids_resolve_through_the_huggingface_cache_offline(tmp_path, run_dir
     model = archzoo.load(run_dir)
     greedy = model.generate(torch.tensor([list(b"the c")]), max_new_tokens=4)[0].tolist()
     assert got["generate"] == [0, printable(ByteTokenizer().decode(greedy)) + "\n"]
+    assert got["show_run"] == [0, archzoo.load(run_dir).spec.to_yaml()]
     shown = archzoo.load_spec(got["show"][1])  # the HF config read back as a spec
     assert shown.data["d_model"] == 32 and shown.data["vocab_size"] == 260
     assert got["missing"] == [
