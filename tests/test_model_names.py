@@ -274,6 +274,7 @@ def test_hub_ids_resolve_through_the_huggingface_cache_offline(tmp_path, run_dir
                               "--max-new-tokens", "4", "--revision", "v1")
         out["show"] = zoo("show", "someone/tiny-hf")
         out["show_run"] = zoo("show", "someone/tiny-run")
+        out["import"] = zoo("import", "someone/tiny-hf", "--json")
         out["missing"] = zoo("generate", "someone/missing", "--prompt", "x")
         out["missing_rev"] = zoo("generate", "someone/tiny-hf@v9", "--prompt", "x")
         print(json.dumps(out))
@@ -299,6 +300,8 @@ def test_hub_ids_resolve_through_the_huggingface_cache_offline(tmp_path, run_dir
     greedy = model.generate(torch.tensor([list(b"the c")]), max_new_tokens=4)[0].tolist()
     assert got["generate"] == [0, printable(ByteTokenizer().decode(greedy)) + "\n"]
     assert got["show_run"] == [0, archzoo.load(run_dir).spec.to_yaml()]
+    assert got["import"][0] == 0
+    assert json.loads(got["import"][1])["params"] == archzoo.load(run_dir).num_parameters()
     shown = archzoo.load_spec(got["show"][1])  # the HF config read back as a spec
     assert shown.data["d_model"] == 32 and shown.data["vocab_size"] == 260
     assert got["missing"] == [
