@@ -110,6 +110,21 @@ def print_models(rows: list[dict[str, Any]]) -> None:
     table(body, ["NAME", "FAMILY", "PARAMS", ""])
 
 
+def hf_type_rows() -> list[dict[str, Any]]:
+    """Every model_type of the installed transformers: supported, refused or out of scope."""
+    from archzoo.hf_coverage import coverage
+
+    return [row.as_dict() for row in coverage()]
+
+
+def print_hf_types(rows: list[dict[str, Any]]) -> None:
+    table([list(r.values()) for r in rows], ["MODEL_TYPE", "STATUS", "WHY"])
+    totals = {
+        s: sum(r["status"] == s for r in rows) for s in ("supported", "refused", "out of scope")
+    }
+    click.echo(", ".join(f"{n} {s}" for s, n in totals.items()))
+
+
 def plugin_rows() -> list[dict[str, Any]]:
     return [dataclasses.asdict(p) for p in archzoo.get_registry().plugins.values()]
 
@@ -128,18 +143,22 @@ def print_plugins(rows: list[dict[str, Any]]) -> None:
 
 @click.command("list")
 @click.argument(
-    "what", type=click.Choice(["components", "models", "plugins"]), default="components"
+    "what",
+    type=click.Choice(["components", "models", "plugins", "hf-types"]),
+    default="components",
 )
 @click.option("--kind", type=click.Choice(list(KINDS)), help="Only components of this kind.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def list_cmd(what: str, kind: str | None, as_json: bool) -> None:
-    """List registered components (default), zoo models or plugins."""
+    """List registered components (default), zoo models, plugins or hf-types (coverage)."""
     if kind and what != "components":
         raise click.UsageError("--kind only applies to `zoo list components`")
     if what == "components":
         rows, show = component_rows(kind), print_components
     elif what == "models":
         rows, show = cached("models", model_rows), print_models
+    elif what == "hf-types":
+        rows, show = hf_type_rows(), print_hf_types
     else:
         rows, show = plugin_rows(), print_plugins
     if as_json:

@@ -63,7 +63,11 @@ COMMANDS = {
         "import_cmd",
         "Import an HF checkpoint (config.json + safetensors); print its spec and summary.",
     ),
-    "list": ("listing", "list_cmd", "List registered components (default), zoo models or plugins."),
+    "list": (
+        "listing",
+        "list_cmd",
+        "List registered components (default), zoo models, plugins or hf-types (coverage).",
+    ),
     "mask": (
         "mask",
         "mask",

@@ -73,6 +73,7 @@ class Registrar:
         self.components: list[type[Component]] = []
         self.zoo_dirs: list[Path] = []
         self.converters: list[Any] = []
+        self.missing: dict[str, str] = {}  # HF model_type -> the mechanism archzoo lacks
 
     def add_component(self, cls: type[Component]) -> None:
         """Register one component class (its `kind` and `name` say where it goes)."""
@@ -104,10 +105,17 @@ class Registrar:
             raise RegistryError(f"alias {alias.model_type!r}: {exc}") from None
         self.add_converter(converter)
 
+    def add_missing_mechanism(self, model_type: str, mechanism: str) -> None:
+        """Say which mechanism an HF model_type needs that no component has (its refusal)."""
+        if not isinstance(mechanism, str) or not mechanism:
+            raise RegistryError(f"missing mechanism of {model_type!r} must be a non-empty string")
+        self.missing[model_type] = mechanism
+
     def add_package(self, package: str) -> None:
         """Register everything a package declares: each component class whose class line
         names it (`class X(Norm, name="x")`), each converter whose class line names its
-        `model_type`, and each alias of a module's `ALIASES` table, in module order, so
+        `model_type`, each alias of a module's `ALIASES` table and each entry of its
+        `MISSING_MECHANISMS` ({model_type: mechanism}), in module order, so
         nothing is listed a second time."""
         root = importlib.import_module(package)
         modules = [root]
@@ -124,6 +132,8 @@ class Registrar:
                     self.add_converter(obj())
             for alias in vars(module).get("ALIASES", ()):  # a module's table of aliases
                 self.add_alias(alias)
+            for model_type, why in vars(module).get("MISSING_MECHANISMS", {}).items():
+                self.add_missing_mechanism(model_type, why)
 
     def add_zoo_dir(self, path: str | os.PathLike[str]) -> None:
         """Register a directory of `*.yaml` model specs."""
@@ -181,6 +191,7 @@ class Registry:
         self.pm.add_hookspecs(ArchzooSpec)
         self._components: dict[tuple[str, str], tuple[type[Component], str]] = {}
         self._converters: dict[str, tuple[Any, str]] = {}
+        self._missing: dict[str, tuple[str, str]] = {}  # model_type -> (mechanism, plugin)
         self.plugins: dict[str, PluginInfo] = {}
         self.zoo_dirs: list[Path] = []
         builtins = importlib.import_module("archzoo.plugins")
@@ -236,6 +247,7 @@ class Registry:
         info = self.plugins.pop(name, None)
         self._components = {k: v for k, v in self._components.items() if v[1] != name}
         self._converters = {k: v for k, v in self._converters.items() if v[1] != name}
+        self._missing = {k: v for k, v in self._missing.items() if v[1] != name}
         if info:
             self.zoo_dirs = [p for p in self.zoo_dirs if str(p) not in info.zoo_dirs]
 
@@ -268,6 +280,7 @@ class Registry:
             self._components[(cls.kind, cls.name)] = (cls, registrar.plugin)
         for conv in registrar.converters:
             self._converters[conv.model_type] = (conv, registrar.plugin)
+        self._missing.update({t: (m, registrar.plugin) for t, m in registrar.missing.items()})
         self.zoo_dirs.extend(registrar.zoo_dirs)
 
     def zoo_owners(self) -> dict[str, tuple[Path, str]]:
@@ -344,11 +357,17 @@ class Registry:
         if model_type not in self._converters:
             from .converter import ConversionError
 
+            lacks = self._missing.get(model_type)
+            why = f" (it needs {lacks[0]}, which archzoo lacks)" if lacks else ""
             raise ConversionError(
-                f"unsupported model_type {model_type!r}; supported: "
+                f"unsupported model_type {model_type!r}{why}; supported: "
                 f"{', '.join(sorted(self._converters)) or 'none'}"
             )
         return self._converters[model_type][0]
+
+    def missing_mechanism(self, model_type: str) -> str:
+        """The mechanism an unsupported type needs that archzoo lacks, or 'not examined'."""
+        return self._missing.get(model_type, ("not examined", ""))[0]
 
     def converter_plugin(self, model_type: str) -> str:
         """The plugin that registered the converter of `model_type`."""

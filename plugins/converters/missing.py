@@ -1,0 +1,39 @@
+"""HF text types archzoo refuses, each with the mechanism it lacks (the coverage report's
+`refused` rows and from_hf's error; issue 33 lists them). A type not named here and not
+converted is reported as "not examined"."""
+
+from __future__ import annotations
+
+MULTIPLIERS = "embedding, residual, attention and logit multipliers"
+
+MISSING_MECHANISMS = {
+    "apertus": "the xIELU activation",
+    "bitnet": "BitNet's inner norms over unpacked ternary weights",
+    "cohere": "a logit multiplier",
+    "cohere2": "a logit multiplier and sliding layers with NoPE global layers",
+    "convbert": "ConvBERT's span-based dynamic convolution",
+    "diffllama": "differential attention",
+    "ernie": "task-type embeddings",
+    "esm": "ESM's token-dropout scaling",
+    "exaone": "EXAONE 3's own tensor and config names (transformers renames them to Llama's "
+    "on load): a converter, not an alias",
+    "fsmt": "separate source and target vocabularies",
+    "funnel": "Funnel's sequence pooling between blocks",
+    "granite": MULTIPLIERS,
+    "granitemoe": MULTIPLIERS,
+    "granitemoeshared": MULTIPLIERS,
+    "jetmoe": "a mixture of attention heads",
+    "llama4_text": "chunked attention with an L2 QK norm",
+    "minicpm3": "muP's embedding, residual and logit scales",
+    "mobilebert": "MobileBERT's bottleneck layers",
+    "nemotron": "squared ReLU and a (1 + w) LayerNorm",
+    "nllb-moe": "expert capacity",
+    "olmo": "a LayerNorm without weight or bias",
+    "pegasus_x": "staggered blocks with global tokens",
+    "phimoe": "the sparsemixer router",
+    "prophetnet": "ProphetNet's n-stream decoder",
+    "rembert": "RemBERT's wider output embedding",
+    "squeezebert": "grouped convolutions",
+    "switch_transformers": "expert capacity",
+    "xmod": "X-MOD's language adapters",
+}

@@ -1,0 +1,87 @@
+"""`zoo list hf-types` and docs/hf-coverage.md: every model_type of the installed transformers
+is supported (a registered converter), refused (naming what archzoo lacks) or out of scope;
+the page is the report; every supported type is in the import sweep that matches logits."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+import archzoo
+from archzoo.cli.main import main
+from archzoo.hf_coverage import Coverage, counts
+from archzoo.registry import get_registry
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def report() -> list[dict]:
+    """`zoo list hf-types --json`, run once (the sweep reads ~800 transformers configs)."""
+    result = CliRunner().invoke(main, ["list", "hf-types", "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_every_transformers_type_has_one_row(report):
+    assert [r["model_type"] for r in report] == sorted(CONFIG_MAPPING_NAMES)
+    assert {r["status"] for r in report} == {"supported", "refused", "out of scope"}
+    assert all(r["detail"] for r in report)
+
+
+def test_the_page_is_the_report_of_the_pinned_version(report):
+    spec = importlib.util.spec_from_file_location("make", ROOT / "docs/make_hf_coverage.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rows = [Coverage(**r) for r in report]
+    page = (ROOT / "docs/hf-coverage.md").read_text(encoding="utf-8")
+    assert page == module.render(rows), "docs/hf-coverage.md is stale: run docs/make_hf_coverage.py"
+    shown = counts(rows)
+    assert f"Counts: {shown['supported']} supported, {shown['refused']} refused" in page
+
+
+def test_supported_types_are_the_converters_and_each_is_in_the_logits_sweep(report):
+    """Every type called supported has a converter, and tests/test_export.py's sweep imports
+    a tiny perturbed model of it and matches transformers' logits (to_hf's probe, 1e-4)."""
+    from test_export import TYPES
+
+    supported = {r["model_type"] for r in report if r["status"] == "supported"}
+    registered = set(get_registry().model_types()) & set(CONFIG_MAPPING_NAMES)
+    assert supported == registered
+    assert supported <= set(TYPES), sorted(supported - set(TYPES))
+    rows = {r["model_type"]: r["detail"] for r in report}
+    assert rows["camembert"] == "alias of roberta (RobertaConverter)"
+    assert rows["llama"] == "LlamaConverter"
+
+
+def test_refused_types_name_the_missing_mechanism_here_and_in_from_hf(report, tmp_path):
+    rows = {r["model_type"]: r for r in report}
+    assert rows["diffllama"] == {
+        "model_type": "diffllama",
+        "status": "refused",
+        "detail": "differential attention",
+    }
+    assert rows["exaone4"]["detail"] == "not examined"
+    assert rows["gemma3"]["status"] == rows["clip"]["status"] == "out of scope"
+    assert rows["visual_bert"]["detail"] == "inputs beyond text (visual_embedding_dim)"
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "diffllama"}))
+    (tmp_path / "model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")
+    with pytest.raises(archzoo.ConversionError, match=r"'diffllama' \(it needs differential "):
+        archzoo.from_hf(tmp_path)
+
+
+def test_the_table_prints_with_totals(report, monkeypatch):
+    from archzoo.cli import listing
+
+    monkeypatch.setattr(listing, "hf_type_rows", lambda: report)  # the sweep ran once above
+    result = CliRunner().invoke(main, ["list", "hf-types"])
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert lines[0].split() == ["MODEL_TYPE", "STATUS", "WHY"]
+    assert any(line.split()[:2] == ["camembert", "supported"] for line in lines)
+    assert lines[-1].endswith("out of scope") and "supported, " in lines[-1]
