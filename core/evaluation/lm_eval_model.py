@@ -277,7 +277,8 @@ class _AllStopped(Exception):
 
 def _pick_device(device: str | None) -> torch.device:
     """The device asked for; none, or CUDA where there is none (lm-eval's command line asks
-    for cuda by default): CUDA when present, else the CPU, with a warning, as lm-eval's hf."""
+    for cuda by default): the machine's accelerator when it has one, else the CPU, with a
+    warning, as lm-eval's hf."""
     if device is not None:
         try:
             return as_device(device)
@@ -285,7 +286,8 @@ def _pick_device(device: str | None) -> torch.device:
             if not device.startswith("cuda"):
                 raise
             eval_logger.warning(f"{exc}; evaluating on the CPU")
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    accelerator = torch.accelerator.current_accelerator(check_available=True)
+    return accelerator if accelerator is not None else torch.device("cpu")
 
 
 def _batch_size(value: int | str) -> int:
