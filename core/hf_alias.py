@@ -31,7 +31,7 @@ class Alias:
     fields: str = ""  # its own config keys (a parse_fields table); they win over `of`'s
     defaults: Mapping[str, Any] = field(default_factory=dict)  # its config's keys when absent
     renamed: Mapping[str, str] = field(default_factory=dict)  # its key -> `of`'s key
-    fixed: str = ""  # spec parts it always has (spec_parts text), over `of`'s
+    fixed: str = ""  # spec parts it always has (spec_parts text), over what `of` reads
     tasks: Sequence[str] | None = None  # the task keys transformers has for it (default: all)
     note: str = ""  # one line for the coverage report: what it is (beyond the layout)
 
@@ -40,7 +40,7 @@ class Alias:
         base = self.of
         own = parse_fields(self.fields) if self.fields else ()
         keys = {f.hf for f in own}
-        fields = (*own, *(f for f in base.fields if f.hf not in keys))
+        fields = (*(f for f in base.fields if f.hf not in keys), *own)  # read last: they win
         attrs: dict[str, Any] = {
             "model_type": self.model_type,
             "hf_prefix": self.hf_prefix,
@@ -48,7 +48,6 @@ class Alias:
             "alias": self,
             "requires": {**base.requires, **self.requires},
             "fields": fields,
-            "fixed": _merged(base.fixed, spec_parts(self.fixed) if self.fixed else {}),
         }
         if self.tasks is not None:
             missing = [t for t in self.tasks if t not in base.tasks]
@@ -80,7 +79,8 @@ class _Renaming(Converter):
         for theirs, ours in self.alias.renamed.items():
             if theirs in config and ours not in config:
                 config[ours] = config[theirs]
-        return super().to_spec(config, tensor_names)
+        spec = super().to_spec(config, tensor_names)
+        return _merged(spec, spec_parts(self.alias.fixed)) if self.alias.fixed else spec
 
 
 def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

@@ -899,3 +899,44 @@ PUBLISHED["internlm3-8b"] = (  # internlm/internlm3-8b-instruct (runs as LlamaFo
     ),
 )
 CAUSAL_LM["InternLM3Config"] = "LlamaForCausalLM"
+PUBLISHED["helium-2b"] = (  # kyutai/helium-1-preview-2b (HeliumConfig's defaults)
+    "HeliumConfig",
+    dict(
+        vocab_size=48000,
+        hidden_size=2560,
+        intermediate_size=7040,
+        num_hidden_layers=24,
+        num_attention_heads=20,
+        num_key_value_heads=20,
+        head_dim=128,
+        max_position_embeddings=4096,
+        rms_norm_eps=1e-8,
+        rope_parameters={**ROPE, "rope_theta": 1e5},
+        tie_word_embeddings=False,
+        pad_token_id=3,
+        bos_token_id=1,
+        eos_token_id=2,
+    ),
+)
+CAUSAL_LM["HeliumConfig"] = "HeliumForCausalLM"
+PUBLISHED["ernie-4.5-0.3b"] = (  # baidu/ERNIE-4.5-0.3B-PT
+    "Ernie4_5Config",
+    dict(
+        vocab_size=103424,
+        hidden_size=1024,
+        intermediate_size=3072,
+        num_hidden_layers=18,
+        num_attention_heads=16,
+        num_key_value_heads=2,
+        head_dim=128,
+        max_position_embeddings=131072,
+        rms_norm_eps=1e-5,
+        rope_parameters={**ROPE, "rope_theta": 5e5},
+        use_bias=False,
+        tie_word_embeddings=True,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+    ),
+)
+CAUSAL_LM["Ernie4_5Config"] = "Ernie4_5ForCausalLM"

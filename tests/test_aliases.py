@@ -69,6 +69,8 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
     "plbart": (BART, ("ForConditionalGeneration", "Model", "ForCausalLM")),
     "mvp": (BART, ("ForConditionalGeneration", "Model", "ForQuestionAnswering")),
     "flaubert": (XLM, ("WithLMHeadModel", "Model", "ForTokenClassification")),
+    "helium": (DECODER, (*DECODER_TASKS, "ForTokenClassification")),
+    "ernie4_5": ({**DECODER, "use_bias": True}, ("ForCausalLM", "Model")),
     "internlm3": ({**DECODER, "qkv_bias": True, "bias": True}, ("ForCausalLM", "Model")),
 }
 
