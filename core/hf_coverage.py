@@ -123,7 +123,8 @@ def _row(reg: Registry, model_type: str, text: dict[str, Any], other: dict[str, 
 def _converter_of(reg: Registry, model_type: str) -> str:
     conv = reg.converter(model_type)
     if conv.alias_of:
-        return f"alias of {conv.alias_of} ({conv.alias.of.__name__})"
+        note = f": {conv.alias.note}" if conv.alias.note else ""
+        return f"alias of {conv.alias_of} ({conv.alias.of.__name__}){note}"
     return type(conv).__name__
 
 

@@ -159,3 +159,23 @@ def test_an_alias_naming_a_task_its_type_lacks_is_refused():
     bad = Alias("robertina", RobertaConverter, "Robertina", tasks=("ForTranslation",))
     with pytest.raises(RegistryError, match="alias 'robertina': RobertaConverter has no task"):
         Registrar("test").add_alias(bad)
+
+
+def test_renamed_keys_and_defaults_are_read_as_the_tables_keys():
+    """InternLM3's published config.json spells attention_bias and mlp_bias `qkv_bias` and
+    `bias` (its config class's attribute_map); mT5's config leaves out its gated-GeLU FFN."""
+    internlm3 = get_registry().converter("internlm3")
+    config = {**hf.InternLM3Config(**CASES["internlm3"][0]).to_dict(), "qkv_bias": True}
+    for key in ("attention_bias", "mlp_bias"):
+        config.pop(key)
+    spec = internlm3.to_spec({**config, "bias": True})
+    assert (spec["attention"]["bias"], spec["attention"]["out_bias"], spec["ffn"]["bias"]) == (
+        True,
+        True,
+        True,
+    )
+    mt5 = get_registry().converter("mt5")
+    config = hf.MT5Config(**T5).to_dict()
+    config.pop("feed_forward_proj")
+    assert mt5.to_spec(config)["ffn"] == {"kind": "glu", "activation": "geglu_new", "bias": False}
+    assert mt5.to_spec(config)["head"]["rescale"] is False

@@ -55,7 +55,7 @@ def test_supported_types_are_the_converters_and_each_is_in_the_logits_sweep(repo
     assert supported == registered
     assert supported <= set(TYPES), sorted(supported - set(TYPES))
     rows = {r["model_type"]: r["detail"] for r in report}
-    assert rows["camembert"] == "alias of roberta (RobertaConverter)"
+    assert rows["camembert"] == "alias of roberta (RobertaConverter): RoBERTa's classes"
     assert rows["llama"] == "LlamaConverter"
 
 
