@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
 import archzoo
 from archzoo.cli.main import main
-from archzoo.hf_coverage import Coverage, counts
+from archzoo.hf_coverage import Coverage, counts, transformers_version
 from archzoo.registry import get_registry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,6 +41,12 @@ def test_the_page_is_the_report_of_the_pinned_version(report):
     spec.loader.exec_module(module)
     rows = [Coverage(**r) for r in report]
     page = (ROOT / "docs/hf-coverage.md").read_text(encoding="utf-8")
+    pinned = re.search(r"model_type` of transformers (\S+), as", page).group(1)
+    if pinned != transformers_version():  # the page is the report of one version
+        pytest.skip(
+            f"docs/hf-coverage.md is for transformers {pinned}, {transformers_version()} "
+            "is installed: regenerate it where the pin moves"
+        )
     assert page == module.render(rows), "docs/hf-coverage.md is stale: run docs/make_hf_coverage.py"
     shown = counts(rows)
     assert f"Counts: {shown['supported']} supported, {shown['refused']} refused" in page
