@@ -36,7 +36,17 @@ def test_components_page_is_generated_from_the_registry():
             assert f"### {cls.kind}:{cls.name}" in page
 
 
-@pytest.mark.parametrize("doc", ["README.md", "docs/generation.md", "docs/training.md"])
+@pytest.mark.parametrize(
+    "doc",
+    [
+        "README.md",
+        "docs/python-api.md",
+        "docs/huggingface.md",
+        "docs/generation.md",
+        "docs/attention.md",
+        "docs/training.md",
+    ],
+)
 def test_python_examples_run(doc, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # examples that save files write here
     torch.manual_seed(0)
@@ -47,10 +57,10 @@ def test_python_examples_run(doc, tmp_path, monkeypatch):
         exec(compile(block, f"{doc} python block {i}", "exec"), namespace)  # noqa: S102
 
 
-def test_readme_spec_example_validates(tmp_path):
+def test_specs_page_example_validates(tmp_path):
     import archzoo
 
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs/specs.md").read_text(encoding="utf-8")
     yaml_text = re.findall(r"```yaml\n(.*?)```", text, re.S)[0]
     spec = archzoo.load_spec(yaml_text)
     model = archzoo.build_model(spec, device="meta")
@@ -60,45 +70,48 @@ def test_readme_spec_example_validates(tmp_path):
     assert kinds[0] != kinds[1] and kinds[1] == kinds[3]
 
 
-def readme() -> str:
-    return (ROOT / "README.md").read_text(encoding="utf-8")
+def doc(path: str) -> str:
+    return (ROOT / path).read_text(encoding="utf-8")
 
 
-def test_readme_diff_example_is_the_real_output():
+def test_cli_page_diff_example_is_the_real_output():
     from click.testing import CliRunner
 
     from archzoo.cli.main import main
 
-    shown = re.search(r"\$ zoo diff bert-base albert-base\n(.*?)```", readme(), re.S).group(1)
+    shown = re.search(
+        r"\$ zoo diff bert-base albert-base\n(.*?)```", doc("docs/cli.md"), re.S
+    ).group(1)
     result = CliRunner().invoke(main, ["diff", "bert-base", "albert-base"])
     assert result.exit_code == 0, result.output
     assert shown == result.output
 
 
-def test_readme_components_table_lists_every_registered_name():
+def test_zoo_page_components_table_lists_every_registered_name():
     import archzoo
 
-    section = readme().split("## Components", 1)[1].split("\n## ", 1)[0]
+    section = doc("docs/zoo.md").split("## Components", 1)[1].split("\n## ", 1)[0]
     rows = dict(re.findall(r"^\| `(\w+)` \|(.*)$", section, re.M))
     missing = [
         f"{c.kind}:{c.name}"
         for c in archzoo.list_components()
         if c.__module__.startswith("archzoo.") and f"`{c.name}`" not in rows.get(c.kind, "")
     ]
-    assert not missing, f"README's components table lacks {missing}"
+    assert not missing, f"docs/zoo.md's components table lacks {missing}"
 
 
-def test_readme_plugin_example_works_and_does_not_reuse_a_shipped_name(monkeypatch):
+def test_one_file_plugin_example_works_and_does_not_reuse_a_shipped_name(monkeypatch):
     import sys
     import types
 
     import archzoo
     from archzoo import Registry
 
-    block = next(b for b in re.findall(r"```python\n(.*?)```", readme(), re.S) if "hookimpl" in b)
+    blocks = re.findall(r"```python\n(.*?)```", doc("docs/plugins.md"), re.S)
+    block = next(b for b in blocks if "archzoo_unitnorm" in b)
     module = types.ModuleType("readme_plugin")
     monkeypatch.setitem(sys.modules, "readme_plugin", module)  # as an imported plugin is
-    exec(compile(block, "README.md plugin example", "exec"), module.__dict__)  # noqa: S102
+    exec(compile(block, "docs/plugins.md one-file plugin", "exec"), module.__dict__)  # noqa: S102
     registry = Registry(load_entry_points=False)
     info = registry.register_plugin(module, "readme-plugin")
     assert info.status == "ok", info.error
