@@ -127,3 +127,22 @@ def test_one_file_plugin_example_works_and_does_not_reuse_a_shipped_name(monkeyp
     norm = model.decoder.blocks[0].attention_norm
     x = torch.randn(2, 3, 16)
     torch.testing.assert_close(norm(x), x / x.norm(dim=-1, keepdim=True))  # gain starts at 1
+
+
+def test_zoo_page_table_is_the_zoo():
+    """Every shipped model has its row, with the family and the parameter count of `zoo list
+    models` (built on the meta device), and no row names a model the zoo lacks."""
+    import archzoo
+
+    section = doc("docs/zoo.md").split("## The zoo", 1)[1].split("\n## ", 1)[0]
+    rows = {
+        name: (family, int(params.replace(",", "")))
+        for name, family, params in re.findall(
+            r"^\| `([\w.-]+)` \| ([\w-]+) \| ([\d,]+) \|", section, re.M
+        )
+    }
+    shipped = {}
+    for name in archzoo.list_models():
+        model = archzoo.build_model(name, device="meta")
+        shipped[name] = (model.family, model.num_parameters())
+    assert rows == shipped
