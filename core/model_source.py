@@ -109,7 +109,7 @@ def resolve_model(
     if local and revision is not None:
         raise WeightsError(f"revision {revision!r} applies to Hub ids; {text} is not one")
     if path.exists():
-        return _local(text, path)
+        return _local(text, path, spec_only=spec_only)
     if isinstance(name, str) and find_model(text) is not None:
         return ModelRef(text, "spec", spec_source=text)
     hub = parse_hub_id(text) if isinstance(name, str) else None
@@ -131,8 +131,9 @@ def resolve_model(
     return ModelRef(ref.name, ref.kind, ref.path, ref.spec_source, hub_id=repo)
 
 
-def _local(name: str, path: Path) -> ModelRef:
-    """What an existing path holds."""
+def _local(name: str, path: Path, *, spec_only: bool = False) -> ModelRef:
+    """What an existing path holds (`spec_only`: a command that reads specs, to which a
+    path that is neither a directory nor a regular file is a spec file it refuses)."""
     if path.suffix == ".safetensors":  # a directory or FIFO of that name: load_file refuses
         return ModelRef(name, "weights", path)
     if path.is_dir():
@@ -149,7 +150,7 @@ def _local(name: str, path: Path) -> ModelRef:
         raise WeightsError(
             f"{name}: not a model directory (no archzoo {WEIGHTS_FILE} and no HF config.json)"
         )
-    if path.suffix in SPEC_SUFFIXES or path.is_file():  # load_spec reads or refuses it
+    if path.suffix in SPEC_SUFFIXES or path.is_file() or spec_only:  # load_spec reads or refuses it
         return ModelRef(name, "spec", path, spec_source=path)
     raise WeightsError(f"{name}: not a regular file")
 
