@@ -940,3 +940,63 @@ PUBLISHED["ernie-4.5-0.3b"] = (  # baidu/ERNIE-4.5-0.3B-PT
     ),
 )
 CAUSAL_LM["Ernie4_5Config"] = "Ernie4_5ForCausalLM"
+# arcee-ai/AFM-4.5B-Base's sizes (4.62B parameters; the card says 4.6B); its long-context
+# rotary scaling is left out: those values were not checked against the published file
+PUBLISHED["afm-4.5b"] = (
+    "ArceeConfig",
+    dict(
+        vocab_size=128004,
+        hidden_size=2560,
+        intermediate_size=18432,
+        num_hidden_layers=36,
+        num_attention_heads=20,
+        num_key_value_heads=4,
+        head_dim=128,
+        hidden_act="relu2",
+        max_position_embeddings=4096,
+        rms_norm_eps=1e-5,
+        rope_parameters={**ROPE, "rope_theta": 10000.0},
+        tie_word_embeddings=False,
+        bos_token_id=128000,
+        eos_token_id=128001,
+    ),
+)
+CAUSAL_LM["ArceeConfig"] = "ArceeForCausalLM"
+PUBLISHED["minitron-4b"] = (  # nvidia/Minitron-4B-Base
+    "NemotronConfig",
+    dict(
+        vocab_size=256000,
+        hidden_size=3072,
+        intermediate_size=9216,
+        num_hidden_layers=32,
+        num_attention_heads=24,
+        num_key_value_heads=8,
+        head_dim=128,
+        hidden_act="relu2",
+        max_position_embeddings=4096,
+        norm_eps=1e-5,
+        rope_parameters={**ROPE, "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+        tie_word_embeddings=False,
+        bos_token_id=2,
+        eos_token_id=3,
+    ),
+)
+CAUSAL_LM["NemotronConfig"] = "NemotronForCausalLM"
+PUBLISHED["olmo-1b"] = (  # allenai/OLMo-1B-hf
+    "OlmoConfig",
+    dict(
+        vocab_size=50304,
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=16,
+        num_attention_heads=16,
+        num_key_value_heads=16,
+        max_position_embeddings=2048,
+        rope_parameters={**ROPE, "rope_theta": 10000.0},
+        clip_qkv=None,
+        tie_word_embeddings=True,
+        pad_token_id=1,
+        eos_token_id=50279,
+    ),
+)
+CAUSAL_LM["OlmoConfig"] = "OlmoForCausalLM"

@@ -1,7 +1,8 @@
-"""HF types that share a supported type's layout (plugins/converters/aliases.py), each from a
-tiny perturbed transformers model with a padded row: its LM, headless and task-head classes
+"""HF types that share a supported type's layout (plugins/converters/aliases.py), and the
+long tail's types whose converter is a small subclass of a supported table (Arcee, Nemotron,
+OLMo, ...), each from a tiny perturbed transformers model with a padded row: its LM, headless and task-head classes
 give transformers' outputs within 1e-4, decoders and encoder-decoders generate transformers'
-greedy tokens, and an import exports as the alias's own model_type. (The export round trip
+greedy tokens, and an import exports as its own model_type. (The export round trip
 of every registered type, aliases included, is tests/test_export.py's sweep; their zoo specs'
 counts are tests/test_zoo_counts.py's, from tests/published_configs.py.)"""
 
@@ -72,6 +73,10 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
     "helium": (DECODER, (*DECODER_TASKS, "ForTokenClassification")),
     "ernie4_5": ({**DECODER, "use_bias": True}, ("ForCausalLM", "Model")),
     "internlm3": ({**DECODER, "qkv_bias": True, "bias": True}, ("ForCausalLM", "Model")),
+    # converters (one small file each) over Llama's table
+    "arcee": ({**DECODER, "mlp_bias": True}, (*DECODER_TASKS, "ForQuestionAnswering")),
+    "nemotron": ({**DECODER, "attention_bias": True}, (*DECODER_TASKS, "ForTokenClassification")),
+    "olmo": (DECODER, DECODER_TASKS),
 }
 
 

@@ -21,6 +21,7 @@ ACTIVATION = Values(
         "gelu_pytorch_tanh": "gelu_tanh",  # F.gelu(approximate="tanh"): exported as this
         "gelu_fast": "gelu_tanh",  # its own op order; F.gelu's numbers in fp32
         "relu": "relu",
+        "relu2": "relu_squared",
         "silu": "silu",
         "swish": "silu",
     }

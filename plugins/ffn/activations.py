@@ -83,8 +83,14 @@ def _ops_table(ops: Callable[[Tensor], Tensor], dtype: torch.dtype, device: torc
     return _TABLES[key]
 
 
+def relu_squared(x: Tensor) -> Tensor:
+    """The square of ReLU, max(0, x)^2 (So et al., 2021, Primer)."""
+    return torch.square(F.relu(x))
+
+
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "relu": F.relu,
+    "relu_squared": relu_squared,
     "gelu": F.gelu,
     "gelu_tanh": partial(F.gelu, approximate="tanh"),
     "gelu_new": gelu_new,

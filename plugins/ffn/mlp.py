@@ -20,9 +20,9 @@ class MLPFeedForward(FeedForward, name="mlp"):
     """two-layer MLP: d_model -> d_ff -> activation -> d_model"""
 
     class Config:
-        activation: Literal["relu", "gelu", "gelu_tanh", "gelu_new", "gelu_bloom", "silu"] = param(
-            "gelu", "non-linearity between the two projections"
-        )
+        activation: Literal[
+            "relu", "relu_squared", "gelu", "gelu_tanh", "gelu_new", "gelu_bloom", "silu"
+        ] = param("gelu", "non-linearity between the two projections")
         bias: bool = param(True, "biases on both projections")
         bias_apart: bool = param(
             False, "add the biases after the matmul, x @ W.T + b (Falcon's rounding)"

@@ -11,8 +11,9 @@ from archzoo.interfaces import Norm
 
 
 class ScaledNorm(Norm):
-    """Base of `layernorm` and `rmsnorm`: a `weight` (and optional `bias`) of width `dim`
-    (default d_model), one row per head when `heads` is given, for (B, heads, T, dim) input."""
+    """Base of `layernorm` and `rmsnorm`: a `weight` (optional in layernorm) and an optional
+    `bias` of width `dim` (default d_model), one row per head when `heads` is given, for
+    (B, heads, T, dim) input."""
 
     def __init__(
         self,
@@ -27,9 +28,13 @@ class ScaledNorm(Norm):
         super().__init__(cfg, dims)
         dim = dim or dims.d_model
         shape = (dim,) if heads is None else (heads, dim)
-        self.weight = nn.Parameter(torch.ones(shape))
+        self.weight = nn.Parameter(torch.ones(shape)) if self.scales() else None
         shift = self.shifts(bias)
         self.bias = nn.Parameter(torch.zeros(shape)) if shift else None
+
+    def scales(self) -> bool:
+        """Whether to learn a scale: always, unless a norm says otherwise."""
+        return True
 
     def shifts(self, bias: bool | None) -> bool:
         """Whether to learn a shift: `bias` when given, else the config's `bias`."""
