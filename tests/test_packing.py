@@ -88,6 +88,10 @@ ATTENTIONS = {
     "longformer": {"window": 6, "block": 8, "global_tokens": [0, 20]},
     "block_local": {"radius": 3},
     "transient_global": {"radius": 3, "global_block": 4},
+    # recurrent mixers: chunks of 8, so documents start inside a chunk and the state restarts
+    "gated_deltanet": {"chunk_size": 8},
+    "mamba2": {"head_dim": 16, "state_size": 8, "chunk_size": 8},
+    "short_conv": {},
 }
 
 
