@@ -92,6 +92,7 @@ ATTENTIONS = {
     "gated_deltanet": {"chunk_size": 8},
     "mamba2": {"head_dim": 16, "state_size": 8, "chunk_size": 8},
     "short_conv": {},
+    "mamba": {"state_size": 4, "chunk_size": 8},
 }
 
 

@@ -1,4 +1,4 @@
-"""The recurrent mixers (gated_deltanet, mamba2, short_conv) against their papers' recurrences.
+"""The recurrent mixers (gated_deltanet, mamba2, short_conv, mamba) against their papers' recurrences.
 
 Each reference below runs the layer one token at a time from the published formula with the
 module's own weights, in plain loops: chunked prefill must equal it (<= 1e-5 in float32),
@@ -30,6 +30,7 @@ MIXERS = {  # small chunks, so a 13-token prompt spans several chunks and a rema
     },
     "mamba2": {"d_inner": 48, "head_dim": 12, "state_size": 8, "n_groups": 2, "chunk_size": 4},
     "short_conv": {},
+    "mamba": {"d_inner": 48, "state_size": 4, "dt_rank": 3, "inner_norms": True, "chunk_size": 4},
 }
 
 
@@ -122,10 +123,33 @@ def short_conv_reference(m, x: Tensor) -> Tensor:
     return m.out(c * conv_reference(b * h, m.conv.weight, m.conv.bias))
 
 
+def mamba_reference(m, x: Tensor) -> Tensor:
+    """Gu and Dao (2023): h_t = exp(dt_t A) * h_{t-1} + dt_t x_t B_t per channel,
+    y_t = h_t C_t + D x_t, times silu(z) (Jamba: dt, B and C RMS-normalised first)."""
+    B, T, _ = x.shape
+    inner, N, eps = m.d_inner, m.cfg.state_size, m.cfg.norm_eps
+    xs, z = m.in_proj(x).chunk(2, dim=-1)
+    xs = F.silu(conv_reference(xs, m.conv.weight, m.conv.bias))  # (B, T, I)
+    dt, b, c = m.x_proj(xs).split([m.rank, N, N], dim=-1)
+    dt, b, c = m.dt_norm * rms(dt, eps), m.b_norm * rms(b, eps), m.c_norm * rms(c, eps)
+    dt = F.softplus(m.dt_proj(dt))  # (B, T, I)
+    A = -m.A_log.exp()  # (I, N)
+    h = torch.zeros(B, inner, N)
+    y = torch.zeros(B, T, inner)
+    for t in range(T):
+        h = (
+            torch.exp(dt[:, t, :, None] * A) * h
+            + dt[:, t, :, None] * xs[:, t, :, None] * b[:, t, None, :]
+        )
+        y[:, t] = (h * c[:, t, None, :]).sum(-1) + m.D * xs[:, t]
+    return m.out(y * F.silu(z))
+
+
 REFERENCES = {
     "gated_deltanet": gated_deltanet_reference,
     "mamba2": mamba2_reference,
     "short_conv": short_conv_reference,
+    "mamba": mamba_reference,
 }
 
 
@@ -193,6 +217,9 @@ def test_meta_builds_count_the_papers_parameters() -> None:
         # in_proj (z, x, B, C, dt), conv with bias, A_log, dt_bias, D, norm, out
         "mamba2": D * (48 + 80 + 4) + 80 * 5 + 3 * 4 + 48 + 48 * D,
         "short_conv": D * 3 * D + D * 3 + D * D,
+        # in_proj (x, z), conv with bias, x_proj (dt, B, C), dt_proj with bias, A_log, D,
+        # the dt/B/C norms, out
+        "mamba": D * 96 + 48 * 5 + 48 * 11 + 3 * 48 + 48 + 48 * 4 + 48 + 11 + 48 * D,
     }
     for name, want in counts.items():
         spec = {**tiny(n_layers=1), **BASE, "attention": {"kind": name, **MIXERS[name]}}
@@ -203,11 +230,11 @@ def test_meta_builds_count_the_papers_parameters() -> None:
 
 
 def test_hybrid_model_compiles_with_fullgraph() -> None:
-    """A three-layer stack of all three mixers, with a padded row, traced
+    """A four-layer stack of all four mixers, with a padded row, traced
     whole by torch.compile (any graph break raises) and equal to eager."""
     torch.manual_seed(0)
     layers = [{"select": [i], "attention": {"kind": n, **MIXERS[n]}} for i, n in enumerate(MIXERS)]
-    spec = {**tiny(n_layers=3), **BASE, "layers": layers}
+    spec = {**tiny(n_layers=4), **BASE, "layers": layers}
     model = archzoo.build_model(spec).eval()
     ids = torch.randint(0, 50, (2, 10))
     mask = torch.ones_like(ids)

@@ -165,6 +165,62 @@ def scan(
     return chunked_scan(q, k, v, log_decay, state, chunk, beta=beta, docs=docs)
 
 
+def chunked_diagonal_scan(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    log_decay: Tensor,
+    state: Tensor,
+    chunk: int,
+    *,
+    docs: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """S_t = diag(a_t) S_{t-1} + k_t v_t^T, o_t = S_t^T q_t, with a decay per state row
+    (Mamba's selective scan): log_decay (B, H, T, dk) <= 0, otherwise as `chunked_scan`
+    (no delta rule). Within a chunk, o_t = sum_{s<=t} (sum_n q_tn k_sn e^{g_tn - g_sn}) v_s
+    + (q_t e^{g_t}) S_0: a (C x C x dk) tensor per head, so chunks stay small."""
+    B, H, T, dk = k.shape
+    pad = -T % chunk
+    if pad:  # trailing zero tokens: no write, no decay
+        q, k, v, log_decay = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v, log_decay))
+        docs = None if docs is None else F.pad(docs, (0, pad), value=-1)
+    q, k, v, log_decay, state = (t.float() for t in (q, k, v, log_decay, state))
+    lower = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()  # s <= t
+    outs, prev_doc = [], None
+    for c in range((T + pad) // chunk):
+        part = slice(c * chunk, (c + 1) * chunk)
+        qc, kc, vc = q[:, :, part], k[:, :, part], v[:, :, part]
+        g = log_decay[:, :, part].cumsum(2)  # (B, H, C, dk)
+        keep = lower.expand(B, 1, chunk, chunk)
+        carry = torch.ones(B, 1, chunk, dtype=torch.bool, device=q.device)
+        if docs is not None:
+            dc = docs[:, part]  # (B, C)
+            keep = keep & (dc[:, None, :, None] == dc[:, None, None, :])
+            if prev_doc is not None:
+                carry = (dc == prev_doc)[:, None]
+            prev_doc = dc[:, -1:]
+        diff = g[:, :, :, None] - g[:, :, None]  # (B, H, C, C, dk): g_t - g_s
+        decay = diff.masked_fill(~keep[..., None], -torch.inf).exp()
+        scores = torch.einsum("bhtn,bhsn,bhtsn->bhts", qc, kc, decay)  # (B, H, C, C)
+        start = g.exp() * carry[..., None]  # (B, H, C, dk): e^{g_t}, 0 in a later document
+        outs.append(scores @ vc + (qc * start) @ state)  # (B, H, C, dv)
+        last = decay[:, :, -1]  # (B, H, C, dk): e^{g_C - g_s}, same document only
+        state = start[:, :, -1, :, None] * state + (kc * last).transpose(-1, -2) @ vc
+    return torch.cat(outs, dim=2)[:, :, :T], state
+
+
+def recurrent_diagonal_scan(
+    q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, state: Tensor
+) -> tuple[Tensor, Tensor]:
+    """`chunked_diagonal_scan`'s recurrence one token at a time (decoding); float32."""
+    q, k, v, log_decay, state = (t.float() for t in (q, k, v, log_decay, state))
+    outs = []
+    for t in range(q.shape[2]):
+        state = log_decay[:, :, t, :, None].exp() * state + k[:, :, t, :, None] * v[:, :, t, None]
+        outs.append((q[:, :, t, :, None] * state).sum(-2))  # (B, H, dv)
+    return torch.stack(outs, dim=2), state
+
+
 class StateCache:
     """One mixer layer's decoding state: named tensors (B, ...), zeros before the first token,
     updated in place by the mixer (`state_shapes()` gives each one's per-row shape and dtype)."""

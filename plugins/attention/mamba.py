@@ -1,0 +1,128 @@
+"""Mamba (Gu and Dao, 2023): the selective state space layer, as Mamba and Jamba run it.
+
+One projection gives the SSM input x and a gate z (each d_inner wide); x passes a short
+causal convolution and SiLU, then x_proj gives a low-rank step dt (dt_rank), B and C (N
+each); dt = softplus(dt_proj(dt)). Each channel i keeps N numbers with their own decay:
+h_t = exp(dt_ti A_i) * h_{t-1} + dt_ti x_ti B_t, y_ti = h_ti . C_t + D_i x_ti, then
+y * silu(z) and the output projection. Jamba RMS-normalises dt, B and C (`inner_norms`).
+Positions are not applied: the recurrence orders the tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from archzoo.component import param
+from archzoo.interfaces import Attention, AttentionContext
+
+from .recurrent import causal_conv, chunked_diagonal_scan, recurrent_diagonal_scan, token_flags
+
+
+class Mamba(Attention, name="mamba", bidirectional=False, accepts_bias=False):
+    """Mamba (v1 selective scan): a decay per channel and state entry, short conv, SiLU gate"""
+
+    class Config:
+        d_inner: int | None = param(None, "width of the SSM input x and gate z (null: 2 d_model)")
+        state_size: int = param(16, "N, the state entries per channel (of B and C)", min=1)
+        dt_rank: int | None = param(None, "rank of the step projection (null: d_model / 16)")
+        conv_kernel: int = param(4, "width of the causal depthwise convolution over x", min=1)
+        conv_bias: bool = param(True, "bias on the convolution")
+        bias: bool = param(False, "biases on the input and output projections")
+        inner_norms: bool = param(False, "RMS-normalise dt, B and C with weights (Jamba)")
+        norm_eps: float = param(1.0e-6, "epsilon of the inner norms", gt=0.0)
+        chunk_size: int = param(16, "tokens per chunk (its work is chunk^2 x N per channel)", min=1)
+
+    def __init__(self, cfg: Any, dims: Any, **parts: Any) -> None:
+        super().__init__(cfg, dims)
+        d = dims.d_model
+        self.d_inner = cfg.d_inner or 2 * d
+        self.rank = cfg.dt_rank or math.ceil(d / 16)
+        n, inner = cfg.state_size, self.d_inner
+        self.in_proj = nn.Linear(d, 2 * inner, bias=cfg.bias)  # [x | z]
+        self.conv = nn.Conv1d(inner, inner, cfg.conv_kernel, groups=inner, bias=cfg.conv_bias)
+        self.x_proj = nn.Linear(inner, self.rank + 2 * n, bias=False)  # [dt | B | C]
+        self.dt_proj = nn.Linear(self.rank, inner, bias=True)
+        self.A_log = nn.Parameter(torch.empty(inner, n))
+        self.D = nn.Parameter(torch.empty(inner))
+        if cfg.inner_norms:
+            self.dt_norm = nn.Parameter(torch.ones(self.rank))
+            self.b_norm = nn.Parameter(torch.ones(n))
+            self.c_norm = nn.Parameter(torch.ones(n))
+        self.out = nn.Linear(inner, d, bias=cfg.bias)
+
+    @torch.no_grad()
+    def init_weights(self, std: float) -> None:
+        """A_i = 1..N for every channel (S4D-real), D = 1, dt_proj's bias softplus^-1 of a
+        step log-uniform in [1e-3, 0.1]; norm weights 1."""
+        n = self.cfg.state_size
+        self.A_log.copy_(torch.arange(1, n + 1, dtype=torch.float32).log().expand_as(self.A_log))
+        nn.init.ones_(self.D)
+        low, high = math.log(1e-3), math.log(0.1)
+        dt = (torch.rand(self.d_inner) * (high - low) + low).exp().clamp(min=1e-4)
+        nn.init.normal_(self.dt_proj.weight, std=self.rank**-0.5)
+        self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))
+        for name in ("dt_norm", "b_norm", "c_norm"):
+            if hasattr(self, name):
+                nn.init.ones_(getattr(self, name))
+
+    def state_shapes(self) -> dict[str, tuple[tuple[int, ...], torch.dtype | None]]:
+        """Per-row decoding state: the convolution window and the float32 SSM state."""
+        return {
+            "conv": ((self.d_inner, self.cfg.conv_kernel - 1), None),
+            "ssm": ((self.d_inner, self.cfg.state_size, 1), torch.float32),
+        }
+
+    def attention_flops(self, context: int, causal: bool) -> float:
+        """Per token and channel: decay, write and read of N state entries."""
+        return 6.0 * self.d_inner * self.cfg.state_size
+
+    def _norm(self, t: Tensor, name: str) -> Tensor:
+        if not self.cfg.inner_norms:
+            return t
+        h = t.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.cfg.norm_eps)
+        return getattr(self, name) * h.to(t.dtype)
+
+    def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:
+        B, T, _ = x.shape
+        N = self.cfg.state_size
+        valid, docs = token_flags(ctx, B)
+        cache = ctx.cache
+        xs, z = self.in_proj(x).chunk(2, dim=-1)  # (B, T, I) each
+        if valid is not None:  # padding contributes nothing to the window or the state
+            xs = xs * valid[..., None].to(xs.dtype)
+        window = None if cache is None else cache.tensors["conv"]
+        xs, window = causal_conv(xs, self.conv.weight, self.conv.bias, window, docs)
+        xs = F.silu(xs)
+        dt, b, c = self.x_proj(xs).split([self.rank, N, N], dim=-1)
+        dt = self._norm(dt, "dt_norm") @ self.dt_proj.weight.T  # (B, T, I)
+        dt = F.softplus(dt.float() + self.dt_proj.bias.float())
+        if valid is not None:
+            dt = dt * valid[..., None]  # a padded token neither decays nor writes
+        b, c = self._norm(b, "b_norm").float(), self._norm(c, "c_norm").float()
+        A = -self.A_log.float().exp()  # (I, N)
+        dt = dt.transpose(1, 2)  # (B, I, T): each channel a "head" with N state rows
+        q = c[:, None].expand(B, self.d_inner, T, N)  # (B, I, T, N)
+        k = dt[..., None] * b[:, None]  # (B, I, T, N): dt_t B_t
+        v = xs.float().transpose(1, 2)[..., None]  # (B, I, T, 1)
+        log_decay = dt[..., None] * A[:, None]  # (B, I, T, N)
+        state = None if cache is None else cache.tensors["ssm"]
+        if state is None:
+            state = q.new_zeros(B, self.d_inner, N, 1)
+        if T == 1:
+            y, state = recurrent_diagonal_scan(q, k, v, log_decay, state)
+        else:
+            y, state = chunked_diagonal_scan(
+                q, k, v, log_decay, state, self.cfg.chunk_size, docs=docs
+            )
+        if cache is not None:
+            cache.tensors["conv"].copy_(window)
+            cache.tensors["ssm"].copy_(state)
+        y = y[..., 0].transpose(1, 2) + self.D.float() * xs.float()  # (B, T, I)
+        y = y * F.silu(z.float())
+        return self.out(y.to(x.dtype))
