@@ -1000,3 +1000,79 @@ PUBLISHED["olmo-1b"] = (  # allenai/OLMo-1B-hf
     ),
 )
 CAUSAL_LM["OlmoConfig"] = "OlmoForCausalLM"
+PUBLISHED["phi-2"] = (  # microsoft/phi-2
+    "PhiConfig",
+    dict(
+        vocab_size=51200,
+        hidden_size=2560,
+        intermediate_size=10240,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=32,
+        hidden_act="gelu_new",
+        max_position_embeddings=2048,
+        layer_norm_eps=1e-5,
+        rope_parameters={**ROPE, "rope_theta": 10000.0, "partial_rotary_factor": 0.4},
+        qk_layernorm=False,
+        tie_word_embeddings=False,
+        bos_token_id=50256,
+        eos_token_id=50256,
+    ),
+)
+CAUSAL_LM["PhiConfig"] = "PhiForCausalLM"
+_GLM_4_9B = dict(  # THUDM/glm-4-9b-chat-hf (GlmConfig's defaults)
+    vocab_size=151552,
+    hidden_size=4096,
+    intermediate_size=13696,
+    num_hidden_layers=40,
+    num_attention_heads=32,
+    num_key_value_heads=2,
+    head_dim=128,
+    attention_bias=True,
+    tie_word_embeddings=False,
+    pad_token_id=151329,
+    eos_token_id=151329,
+)
+PUBLISHED["glm-4-9b"] = (
+    "GlmConfig",
+    dict(
+        _GLM_4_9B,
+        max_position_embeddings=131072,
+        rms_norm_eps=1.5625e-07,
+        rope_parameters={**ROPE, "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+    ),
+)
+CAUSAL_LM["GlmConfig"] = "GlmForCausalLM"
+PUBLISHED["glm-4-9b-0414"] = (  # THUDM/GLM-4-9B-0414: glm-4-9b's sizes, sandwich norms
+    "Glm4Config",
+    dict(
+        _GLM_4_9B,
+        max_position_embeddings=32768,
+        rms_norm_eps=1e-5,
+        rope_parameters={**ROPE, "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+    ),
+)
+CAUSAL_LM["Glm4Config"] = "Glm4ForCausalLM"
+# Jais2Config's defaults (its docstring's inceptionai/Jais-2-8B-Chat); the layer count is
+# LlamaConfig's default 32, which gives 8.08B parameters, as the name says
+PUBLISHED["jais-2-8b"] = (
+    "Jais2Config",
+    dict(
+        vocab_size=150272,
+        hidden_size=3328,
+        intermediate_size=26624,
+        num_hidden_layers=32,
+        num_attention_heads=26,
+        num_key_value_heads=26,
+        hidden_act="relu2",
+        max_position_embeddings=8192,
+        layer_norm_eps=1e-5,
+        rope_parameters={**ROPE, "rope_theta": 10000.0},
+        attention_bias=True,
+        mlp_bias=True,
+        tie_word_embeddings=False,
+        bos_token_id=0,
+        eos_token_id=150024,
+    ),
+)
+CAUSAL_LM["Jais2Config"] = "Jais2ForCausalLM"

@@ -1,6 +1,6 @@
 """HF types that share a supported type's layout (plugins/converters/aliases.py), and the
 long tail's types whose converter is a small subclass of a supported table (Arcee, Nemotron,
-OLMo, ...), each from a tiny perturbed transformers model with a padded row: its LM, headless and task-head classes
+OLMo, GLM, Phi, ...), each from a tiny perturbed transformers model with a padded row: its LM, headless and task-head classes
 give transformers' outputs within 1e-4, decoders and encoder-decoders generate transformers'
 greedy tokens, and an import exports as its own model_type. (The export round trip
 of every registered type, aliases included, is tests/test_export.py's sweep; their zoo specs'
@@ -77,6 +77,10 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
     "arcee": ({**DECODER, "mlp_bias": True}, (*DECODER_TASKS, "ForQuestionAnswering")),
     "nemotron": ({**DECODER, "attention_bias": True}, (*DECODER_TASKS, "ForTokenClassification")),
     "olmo": (DECODER, DECODER_TASKS),
+    "jais2": (DECODER, ("ForCausalLM", "Model")),
+    "glm": (DECODER, (*DECODER_TASKS, "ForTokenClassification")),
+    "glm4": (DECODER, DECODER_TASKS),
+    "phi": ({**DECODER, "qk_layernorm": True}, (*DECODER_TASKS, "ForTokenClassification")),
 }
 
 

@@ -37,7 +37,4 @@ class NemotronConverter(LlamaConverter, model_type="nemotron", hf_prefix="Nemotr
 
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
         """Rotary base and share (half of each head unless the config says otherwise)."""
-        with_default = {**config, "partial_rotary_factor": config.get("partial_rotary_factor")}
-        if with_default["partial_rotary_factor"] is None:
-            with_default["partial_rotary_factor"] = 0.5
-        spec["position"] = {"kind": "rotary", **rope_parameters(with_default)}
+        spec["position"] = {"kind": "rotary", **rope_parameters(config, default_fraction=0.5)}

@@ -25,8 +25,9 @@ _ROPE_TYPES = {"default": "none", "linear": "linear", "dynamic": "dynamic", "yar
 _ROPE_TYPES.update({"llama3": "llama3", "longrope": "longrope", "su": "longrope"})
 
 
-def rope_parameters(config: dict[str, Any]) -> dict[str, Any]:
-    """Rotary settings (base, fraction, scaling) from transformers 4 keys or 5's `rope_parameters`."""
+def rope_parameters(config: dict[str, Any], default_fraction: float = 1.0) -> dict[str, Any]:
+    """Rotary settings (base, fraction, scaling) from transformers 4 keys or 5's
+    `rope_parameters`; `default_fraction` rotates where the config names no share."""
     params = {**(config.get("rope_scaling") or {}), **(config.get("rope_parameters") or {})}
     rope_type = params.get("rope_type", params.get("type", "default"))
     if rope_type not in _ROPE_TYPES:
@@ -39,8 +40,9 @@ def rope_parameters(config: dict[str, Any]) -> dict[str, Any]:
     )
     fraction = params.get(
         "partial_rotary_factor",
-        config.get("partial_rotary_factor", config.get("rotary_pct", 1.0)),
+        config.get("partial_rotary_factor", config.get("rotary_pct")),
     )
+    fraction = default_fraction if fraction is None else fraction
     out = {"base": float(theta), "fraction": float(fraction)}
     if rope_type == "default":
         return out
