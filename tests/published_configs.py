@@ -1076,3 +1076,26 @@ PUBLISHED["jais-2-8b"] = (
     ),
 )
 CAUSAL_LM["Jais2Config"] = "Jais2ForCausalLM"
+PUBLISHED["lfm2-350m"] = (  # LiquidAI/LFM2-350M
+    "Lfm2Config",
+    dict(
+        vocab_size=65536,
+        hidden_size=1024,
+        intermediate_size=6656,
+        num_hidden_layers=16,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        max_position_embeddings=128000,
+        norm_eps=1e-5,
+        full_attn_idxs=[2, 5, 8, 10, 12, 14],
+        conv_L_cache=3,
+        conv_bias=False,
+        block_multiple_of=256,
+        block_ffn_dim_multiplier=1.0,
+        block_auto_adjust_ff_dim=True,
+        rope_parameters={**ROPE, "rope_theta": 1e6},
+        tie_word_embeddings=True,
+        pad_token_id=0,
+    ),
+)
+CAUSAL_LM["Lfm2Config"] = "Lfm2ForCausalLM"

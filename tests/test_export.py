@@ -48,7 +48,12 @@ EXTRA = {
     "albert": {"num_hidden_groups": 2},
     "roberta": {"pad_token_id": 1},
     "openai-gpt": {"n_inner": None},
-    "gptj": {"rotary_dim": 4},  # its MLP is always 4 x n_embd
+    "gptj": {"rotary_dim": 4},
+    "lfm2": {  # a conv layer and an attention layer; the FFN width auto-adjusted: 64 -> 48
+        "num_key_value_heads": 2,
+        "layer_types": ["conv", "full_attention"],
+        "block_multiple_of": 16,
+    },  # its MLP is always 4 x n_embd
     "longformer": {"attention_window": [4, 6]},  # a window per layer: layers: overrides
     "deepseek_v3": {  # a routed layer after a dense one, group routing, small MLA, YaRN
         "first_k_dense_replace": 1,

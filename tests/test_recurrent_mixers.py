@@ -67,15 +67,15 @@ def gated_deltanet_reference(m, x: Tensor) -> Tensor:
     """Yang et al. (2024): S_t = a_t S_{t-1}; S_t += b_t k_t (v_t - S_t^T k_t)^T; o_t = S_t^T q_t."""
     B, T, _ = x.shape
     hk, hv, dk, dv = m.n_k, m.n_v, m.dk, m.dv
-    qkv = F.silu(conv_reference(m.qkv(x), m.conv.weight, None))
+    qkv = F.silu(conv_reference(m.in_proj_qkv(x), m.conv.weight, None))
     q, k, v = qkv.split([hk * dk, hk * dk, hv * dv], dim=-1)
     q = q.view(B, T, hk, dk).repeat_interleave(hv // hk, dim=2)  # (B, T, Hv, dk)
     k = k.view(B, T, hk, dk).repeat_interleave(hv // hk, dim=2)
     v = v.view(B, T, hv, dv)
     q = q / (q.pow(2).sum(-1, keepdim=True) + 1e-6).sqrt() / dk**0.5
     k = k / (k.pow(2).sum(-1, keepdim=True) + 1e-6).sqrt()
-    beta = torch.sigmoid(m.b(x))  # (B, T, Hv)
-    a = torch.exp(-m.A_log.exp() * F.softplus(m.a(x) + m.dt_bias))
+    beta = torch.sigmoid(m.in_proj_b(x))  # (B, T, Hv)
+    a = torch.exp(-m.A_log.exp() * F.softplus(m.in_proj_a(x) + m.dt_bias))
     S = torch.zeros(B, hv, dk, dv)
     out = torch.zeros(B, T, hv, dv)
     for t in range(T):
@@ -85,9 +85,9 @@ def gated_deltanet_reference(m, x: Tensor) -> Tensor:
             err = v[:, t, h] - torch.einsum("bkv,bk->bv", S[:, h], kt)
             S[:, h] = S[:, h] + beta[:, t, h, None, None] * kt[:, :, None] * err[:, None, :]
             out[:, t, h] = torch.einsum("bkv,bk->bv", S[:, h], qt)
-    z = m.z(x).view(B, T, hv, dv)
+    z = m.in_proj_z(x).view(B, T, hv, dv)
     out = m.norm.weight * rms(out, m.cfg.norm_eps) * F.silu(z)
-    return m.out(out.reshape(B, T, hv * dv))
+    return m.out_proj(out.reshape(B, T, hv * dv))
 
 
 def mamba2_reference(m, x: Tensor) -> Tensor:
@@ -114,13 +114,13 @@ def mamba2_reference(m, x: Tensor) -> Tensor:
     y = y.reshape(B, T, H * P) * F.silu(z)
     group = m.d_inner // G
     y = rms(y.view(B, T, G, group), m.cfg.norm_eps).view(B, T, H * P)
-    return m.out(m.norm.weight * y)
+    return m.out_proj(m.norm.weight * y)
 
 
 def short_conv_reference(m, x: Tensor) -> Tensor:
     """LFM2: y = c * conv(b * x), then the output projection."""
     b, c, h = m.in_proj(x).chunk(3, dim=-1)
-    return m.out(c * conv_reference(b * h, m.conv.weight, m.conv.bias))
+    return m.out_proj(c * conv_reference(b * h, m.conv.weight, m.conv.bias))
 
 
 def mamba_reference(m, x: Tensor) -> Tensor:
@@ -142,7 +142,7 @@ def mamba_reference(m, x: Tensor) -> Tensor:
             + dt[:, t, :, None] * xs[:, t, :, None] * b[:, t, None, :]
         )
         y[:, t] = (h * c[:, t, None, :]).sum(-1) + m.D * xs[:, t]
-    return m.out(y * F.silu(z))
+    return m.out_proj(y * F.silu(z))
 
 
 REFERENCES = {

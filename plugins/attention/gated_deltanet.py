@@ -47,15 +47,15 @@ class GatedDeltaNet(Attention, name="gated_deltanet", bidirectional=False, accep
         d, key_dim, value_dim = dims.d_model, self.n_k * self.dk, self.n_v * self.dv
         self.key_dim, self.value_dim = key_dim, value_dim
         conv_dim = 2 * key_dim + value_dim
-        self.qkv = nn.Linear(d, conv_dim, bias=False)  # [q | k | v], heads in order
-        self.z = nn.Linear(d, value_dim, bias=False)  # the output gate
-        self.b = nn.Linear(d, self.n_v, bias=False)  # write strength, before the sigmoid
-        self.a = nn.Linear(d, self.n_v, bias=False)  # decay step, before the softplus
+        self.in_proj_qkv = nn.Linear(d, conv_dim, bias=False)  # [q | k | v], heads in order
+        self.in_proj_z = nn.Linear(d, value_dim, bias=False)  # the output gate
+        self.in_proj_b = nn.Linear(d, self.n_v, bias=False)  # write strength, before the sigmoid
+        self.in_proj_a = nn.Linear(d, self.n_v, bias=False)  # decay step, before the softplus
         self.conv = nn.Conv1d(conv_dim, conv_dim, cfg.conv_kernel, groups=conv_dim, bias=False)
         self.A_log = nn.Parameter(torch.empty(self.n_v))
         self.dt_bias = nn.Parameter(torch.empty(self.n_v))
         self.norm = GatedRMSNorm(self.dv, cfg.norm_eps, norm_first=True)
-        self.out = nn.Linear(value_dim, d, bias=False)
+        self.out_proj = nn.Linear(value_dim, d, bias=False)
 
     @classmethod
     def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
@@ -87,7 +87,7 @@ class GatedDeltaNet(Attention, name="gated_deltanet", bidirectional=False, accep
         B, T, _ = x.shape
         valid, docs = token_flags(ctx, B)
         cache = ctx.cache
-        qkv = self.qkv(x)  # (B, T, 2 Kd + Vd)
+        qkv = self.in_proj_qkv(x)  # (B, T, 2 Kd + Vd)
         if valid is not None:  # padding contributes nothing to the window or the state
             qkv = qkv * valid[..., None].to(qkv.dtype)
         window = None if cache is None else cache.tensors["conv"]
@@ -101,8 +101,8 @@ class GatedDeltaNet(Attention, name="gated_deltanet", bidirectional=False, accep
             k = k.repeat_interleave(self.n_v // self.n_k, dim=1)
         q = _l2norm(q) * self.dk**-0.5  # float32 from here
         k = _l2norm(k)
-        beta = torch.sigmoid(self.b(x).float())  # (B, T, Hv)
-        g = -self.A_log.float().exp() * F.softplus(self.a(x).float() + self.dt_bias)
+        beta = torch.sigmoid(self.in_proj_b(x).float())  # (B, T, Hv)
+        g = -self.A_log.float().exp() * F.softplus(self.in_proj_a(x).float() + self.dt_bias)
         if valid is not None:
             beta, g = beta * valid[..., None], g * valid[..., None]
         state = None if cache is None else cache.tensors["ssm"]
@@ -119,9 +119,9 @@ class GatedDeltaNet(Attention, name="gated_deltanet", bidirectional=False, accep
         if cache is not None:
             cache.tensors["conv"].copy_(window)
             cache.tensors["ssm"].copy_(state)
-        z = self.z(x).view(B, T, self.n_v, self.dv)
+        z = self.in_proj_z(x).view(B, T, self.n_v, self.dv)
         o = self.norm(o.transpose(1, 2).to(x.dtype), z)  # (B, T, Hv, dv)
-        return self.out(o.reshape(B, T, self.value_dim))
+        return self.out_proj(o.reshape(B, T, self.value_dim))
 
 
 def _l2norm(t: Tensor) -> Tensor:

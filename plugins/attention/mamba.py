@@ -53,7 +53,7 @@ class Mamba(Attention, name="mamba", bidirectional=False, accepts_bias=False):
             self.dt_norm = nn.Parameter(torch.ones(self.rank))
             self.b_norm = nn.Parameter(torch.ones(n))
             self.c_norm = nn.Parameter(torch.ones(n))
-        self.out = nn.Linear(inner, d, bias=cfg.bias)
+        self.out_proj = nn.Linear(inner, d, bias=cfg.bias)
 
     @torch.no_grad()
     def init_weights(self, std: float) -> None:
@@ -125,4 +125,4 @@ class Mamba(Attention, name="mamba", bidirectional=False, accepts_bias=False):
             cache.tensors["ssm"].copy_(state)
         y = y[..., 0].transpose(1, 2) + self.D.float() * xs.float()  # (B, T, I)
         y = y * F.silu(z.float())
-        return self.out(y.to(x.dtype))
+        return self.out_proj(y.to(x.dtype))

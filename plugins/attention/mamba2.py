@@ -56,7 +56,7 @@ class Mamba2(Attention, name="mamba2", bidirectional=False, accepts_bias=False):
         self.D = nn.Parameter(torch.empty(self.n_heads))
         group = self.d_inner // cfg.n_groups
         self.norm = GatedRMSNorm(self.d_inner, cfg.norm_eps, norm_first=False, group=group)
-        self.out = nn.Linear(self.d_inner, d, bias=cfg.bias)
+        self.out_proj = nn.Linear(self.d_inner, d, bias=cfg.bias)
 
     @classmethod
     def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
@@ -117,4 +117,4 @@ class Mamba2(Attention, name="mamba2", bidirectional=False, accepts_bias=False):
             cache.tensors["ssm"].copy_(state)
         y = y + self.D.float()[:, None, None] * xs
         y = y.transpose(1, 2).reshape(B, T, self.d_inner)  # (B, T, H*P)
-        return self.out(self.norm(y.to(x.dtype), z))
+        return self.out_proj(self.norm(y.to(x.dtype), z))

@@ -30,7 +30,7 @@ class ShortConv(Attention, name="short_conv", bidirectional=False, accepts_bias=
         d = dims.d_model
         self.in_proj = nn.Linear(d, 3 * d, bias=cfg.bias)  # [b | c | x]
         self.conv = nn.Conv1d(d, d, cfg.conv_kernel, groups=d, bias=cfg.bias)
-        self.out = nn.Linear(d, d, bias=cfg.bias)
+        self.out_proj = nn.Linear(d, d, bias=cfg.bias)
 
     def state_shapes(self) -> dict[str, tuple[tuple[int, ...], torch.dtype | None]]:
         """Per-row decoding state: the convolution window."""
@@ -52,4 +52,4 @@ class ShortConv(Attention, name="short_conv", bidirectional=False, accepts_bias=
         h, window = causal_conv(h, self.conv.weight, self.conv.bias, window, docs)
         if cache is not None:
             cache.tensors["conv"].copy_(window)
-        return self.out(c * h)
+        return self.out_proj(c * h)

@@ -63,3 +63,8 @@ DISC_DENSE, DISC_PREDICTION = "head.dense", "head.prediction"  # discriminator (
 HEAD_POOLER_NORM = "head.pooler_norm"  # classifier & co.: the norm after the pooler (ModernBERT)
 LANG = "{s}.embedding.lang"  # token embedding n_langs: XLM language vectors
 CLASSIFIER_WEIGHT, CLASSIFIER_BIAS = CLASSIFIER + ".weight", CLASSIFIER + ".bias"  # whole tensors
+# recurrent mixers (plugins/attention/recurrent.py): projections in and out and the causal
+# depthwise convolution (C, 1, K)
+MIXER_IN, MIXER_CONV, MIXER_OUT = (
+    BLOCK + "attention." + p for p in ("in_proj", "conv", "out_proj")
+)

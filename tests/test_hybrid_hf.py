@@ -1,0 +1,52 @@
+"""Hybrid families against transformers: tiny perturbed models, logits with padded rows."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hf_util import V, assert_causal_lm_equal, perturb, save_hf
+
+import archzoo
+
+transformers = pytest.importorskip("transformers")
+
+
+def tiny_lfm2() -> torch.nn.Module:
+    """Three layers: conv, attention, conv (GQA 4/2, QK norm); SwiGLU 64 -> 48 wide."""
+    config = transformers.Lfm2Config(
+        vocab_size=V,
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        block_multiple_of=16,
+        max_position_embeddings=64,
+        layer_types=["conv", "full_attention", "conv"],
+        pad_token_id=0,
+    )
+    model = transformers.Lfm2ForCausalLM(config)
+    perturb(model)
+    return model.eval()
+
+
+def assert_left_padded_equal(ref: torch.nn.Module, ours) -> None:
+    """A left-padded row's logits at its real tokens within 1e-4 of transformers'."""
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(3, V, (2, 9), generator=g)
+    mask = torch.ones_like(ids)
+    mask[1, :4] = 0
+    with torch.no_grad():
+        want = ref(input_ids=ids, attention_mask=mask).logits
+        got = ours(ids, attention_mask=mask).logits
+    assert (want - got)[mask.bool()].abs().max() <= 1e-4
+
+
+def test_lfm2_imports_with_transformers_logits(tmp_path):
+    ref = tiny_lfm2()
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    layers = ours.spec.data["layers"]
+    assert ours.spec.data["attention"]["kind"] == "short_conv"
+    assert [entry["select"] for entry in layers] == [[1]] and ours.spec.data["d_ff"] == 48
+    assert_causal_lm_equal(ref, ours)  # a right-padded row, and the loss
+    assert_left_padded_equal(ref, ours)
