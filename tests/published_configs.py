@@ -1099,3 +1099,27 @@ PUBLISHED["lfm2-350m"] = (  # LiquidAI/LFM2-350M
     ),
 )
 CAUSAL_LM["Lfm2Config"] = "Lfm2ForCausalLM"
+PUBLISHED["granite-3.0-2b"] = (  # ibm-granite/granite-3.0-2b-base
+    "GraniteConfig",
+    dict(
+        vocab_size=49155,
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=40,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        max_position_embeddings=4096,
+        rms_norm_eps=1e-6,
+        rope_parameters={**ROPE, "rope_theta": 10000.0},
+        embedding_multiplier=12.0,
+        residual_multiplier=0.22,
+        attention_multiplier=0.015625,
+        logits_scaling=8.0,
+        attention_dropout=0.1,
+        tie_word_embeddings=True,
+        pad_token_id=0,
+        bos_token_id=0,
+        eos_token_id=0,
+    ),
+)
+CAUSAL_LM["GraniteConfig"] = "GraniteForCausalLM"

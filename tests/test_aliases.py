@@ -57,6 +57,13 @@ BART = dict(
 )
 T5 = dict(vocab_size=V, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4)
 XLM = dict(vocab_size=V, emb_dim=32, n_layers=2, n_heads=4, max_position_embeddings=64)
+# Granite 3.0's published multipliers (logits divided by 8)
+GRANITE_MULTIPLIERS = dict(
+    embedding_multiplier=12.0,
+    residual_multiplier=0.22,
+    attention_multiplier=0.015625,
+    logits_scaling=8.0,
+)
 ENCODER_TASKS = ("ForMaskedLM", "Model", "ForSequenceClassification")
 DECODER_TASKS = ("ForCausalLM", "Model", "ForSequenceClassification")
 
@@ -81,6 +88,7 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
     "glm": (DECODER, (*DECODER_TASKS, "ForTokenClassification")),
     "glm4": (DECODER, DECODER_TASKS),
     "phi": ({**DECODER, "qk_layernorm": True}, (*DECODER_TASKS, "ForTokenClassification")),
+    "granite": ({**DECODER, **GRANITE_MULTIPLIERS}, ("ForCausalLM", "Model")),
 }
 
 

@@ -43,6 +43,12 @@ TINY_SPEC = {
 EXTRA = {
     "gpt_neo": {"attention_types": [[["global", "local"], 1]], "window_size": 4},
     "mistral": {"sliding_window": 4},
+    "granite": {  # multipliers that are not 1, the logits divided by 3
+        "embedding_multiplier": 12.0,
+        "residual_multiplier": 0.22,
+        "attention_multiplier": 0.05,
+        "logits_scaling": 3.0,
+    },
     "smollm3": {"no_rope_layers": [1, 0]},
     "qwen3_moe": {"mlp_only_layers": [1]},
     "albert": {"num_hidden_groups": 2},

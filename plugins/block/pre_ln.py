@@ -15,6 +15,12 @@ class PreLNBlock(Block, name="pre_ln", final_norm=True):
 
     class Config:
         attention_norm: bool = param(True, "a norm before attention (off: ModernBERT's layer 0)")
+        residual_scale: float = param(
+            1.0,
+            "multiply each sublayer's output by this before the residual add "
+            "(Granite's residual_multiplier)",
+            gt=0.0,
+        )
 
     def make_norms(self, make_norm: NormFactory, *, cross: bool) -> None:
         super().make_norms(make_norm, cross=cross)
@@ -23,6 +29,8 @@ class PreLNBlock(Block, name="pre_ln", final_norm=True):
 
     def residual(self, x: Tensor, part: str, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         out = sublayer(getattr(self, f"{part}_norm")(x))
+        if self.cfg.residual_scale != 1.0:
+            out = out * self.cfg.residual_scale
         return x + (self.dropout(out) if self.dropout.training else out)  # eval: no call
 
     def forward(
@@ -35,7 +43,7 @@ class PreLNBlock(Block, name="pre_ln", final_norm=True):
         """`Block.forward` through `residual`, written out: most decoders are pre-LN, and a
         decoding step runs this once per layer (no closures, no norm looked up by name). A
         subclass that overrides `residual` gets the generic path."""
-        if type(self).residual is not PreLNBlock.residual:
+        if type(self).residual is not PreLNBlock.residual or self.cfg.residual_scale != 1.0:
             return super().forward(x, self_ctx, memory, cross_ctx)
         dropout = self.dropout if self.dropout.training else None  # eval: no call
         out = self.attention(self.attention_norm(x), self_ctx)

@@ -19,7 +19,6 @@ MISSING_MECHANISMS = {
     "on load): a converter, not an alias",
     "fsmt": "separate source and target vocabularies",
     "funnel": "Funnel's sequence pooling between blocks",
-    "granite": MULTIPLIERS,
     "granitemoe": MULTIPLIERS,
     "granitemoeshared": MULTIPLIERS,
     "jetmoe": "a mixture of attention heads",

@@ -22,6 +22,9 @@ class TokenEmbedding(Embedding, name="token"):
             0, "language ids (XLM's `langs` input) with a table of their own", min=0
         )
         scale: bool = param(False, "multiply token vectors by sqrt(d_model) (Vaswani et al.)")
+        multiplier: float = param(
+            1.0, "multiply token vectors by this constant (Granite's embedding_multiplier)", gt=0.0
+        )
         round_scale: bool = param(
             False, "round sqrt(d_model) to the table's dtype first (Gemma: a bf16 constant)"
         )
@@ -45,7 +48,7 @@ class TokenEmbedding(Embedding, name="token"):
         self.positions_first = getattr(cfg, "positions_first", False)
         self.norm = make_norm(dim=width) if cfg.norm else None
         self.dropout = nn.Dropout(dims.dropout if cfg.dropout is None else cfg.dropout)
-        self.multiplier = width**0.5 if cfg.scale else 1.0
+        self.multiplier = (width**0.5 if cfg.scale else 1.0) * getattr(cfg, "multiplier", 1.0)
         self.round_scale = getattr(cfg, "round_scale", False)  # subclasses' Configs
 
     def word_weight(self) -> nn.Parameter:

@@ -23,6 +23,11 @@ class LMHead(Head, name="lm", generates=True, mup=True):
         bias: bool = param(False, "a learned bias per vocabulary entry")
         fixed_bias: bool = param(False, "a bias kept as a buffer, not trained (BART)")
         rescale: bool = param(False, "multiply hidden states by d_model^-0.5 first (tied T5)")
+        logit_scale: float = param(
+            1.0,
+            "multiply the logits by this (Cohere's logit_scale; Granite: 1 / logits_scaling)",
+            gt=0.0,
+        )
         softcap: float | None = param(
             None, "soft-cap logits to cap * tanh(logits / cap) (Gemma 2)", gt=0.0
         )
@@ -59,6 +64,8 @@ class LMHead(Head, name="lm", generates=True, mup=True):
         logits = self.proj(self.features(hidden))  # (B, T, V)
         if self.fixed_bias is not None:
             logits = logits + self.fixed_bias
+        if self.cfg.logit_scale != 1.0:
+            logits = logits * self.cfg.logit_scale
         if self.cfg.softcap is not None:
             logits = torch.tanh(logits / self.cfg.softcap) * self.cfg.softcap
         return logits
@@ -73,9 +80,8 @@ class LMHead(Head, name="lm", generates=True, mup=True):
         logits are made whole: the chunked loss has no cap)."""
         if self.cfg.softcap is not None:
             return self.loss(self(hidden), labels)
-        return linear_cross_entropy(
-            self.features(hidden), self.proj.weight, self._bias(), labels, shift=self.shift
-        )
+        features, bias = self._chunk_inputs(hidden)
+        return linear_cross_entropy(features, self.proj.weight, bias, labels, shift=self.shift)
 
     def token_loss(
         self,
@@ -97,15 +103,26 @@ class LMHead(Head, name="lm", generates=True, mup=True):
                 label_smoothing=label_smoothing,
                 num_items=num_items,
             )
+        features, bias = self._chunk_inputs(hidden)
         return linear_cross_entropy(
-            self.features(hidden),
+            features,
             self.proj.weight,
-            self._bias(),
+            bias,
             targets,
             shift=False,
             label_smoothing=label_smoothing,
             num_items=num_items,
         )
+
+    def _chunk_inputs(self, hidden: Tensor) -> tuple[Tensor, Tensor | None]:
+        """Features and bias whose projection gives the logits: the logit scale moved onto
+        both, (h W + b) s = (h s) W + b s, so chunked losses need no whole logits."""
+        features, bias = self.features(hidden), self._bias()
+        scale = self.cfg.logit_scale
+        if scale != 1.0:
+            features = features * scale
+            bias = None if bias is None else bias * scale
+        return features, bias
 
     def _bias(self) -> Tensor | None:
         """The projection's bias plus the fixed one, or None."""
