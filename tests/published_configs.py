@@ -1123,3 +1123,24 @@ PUBLISHED["granite-3.0-2b"] = (  # ibm-granite/granite-3.0-2b-base
     ),
 )
 CAUSAL_LM["GraniteConfig"] = "GraniteForCausalLM"
+PUBLISHED["mamba-codestral-7b"] = (  # mistralai/Mamba-Codestral-7B-v0.1: Mamba2Config's defaults
+    "Mamba2Config",
+    dict(
+        vocab_size=32768,
+        hidden_size=4096,
+        num_hidden_layers=64,
+        num_heads=128,
+        head_dim=64,
+        state_size=128,
+        n_groups=8,
+        expand=2,
+        conv_kernel=4,
+        use_bias=False,
+        use_conv_bias=True,
+        layer_norm_epsilon=1e-5,
+        chunk_size=256,
+        tie_word_embeddings=False,
+        pad_token_id=1,
+    ),
+)
+CAUSAL_LM["Mamba2Config"] = "Mamba2ForCausalLM"

@@ -55,6 +55,7 @@ EXTRA = {
     "roberta": {"pad_token_id": 1},
     "openai-gpt": {"n_inner": None},
     "gptj": {"rotary_dim": 4},
+    "mamba2": {"num_heads": 4, "head_dim": 16, "state_size": 8, "n_groups": 2, "chunk_size": 4},
     "lfm2": {  # a conv layer and an attention layer; the FFN width auto-adjusted: 64 -> 48
         "num_key_value_heads": 2,
         "layer_types": ["conv", "full_attention"],

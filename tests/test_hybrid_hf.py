@@ -50,3 +50,27 @@ def test_lfm2_imports_with_transformers_logits(tmp_path):
     assert [entry["select"] for entry in layers] == [[1]] and ours.spec.data["d_ff"] == 48
     assert_causal_lm_equal(ref, ours)  # a right-padded row, and the loss
     assert_left_padded_equal(ref, ours)
+
+
+def test_mamba2_imports_with_transformers_logits(tmp_path):
+    """Two layers of 4 SSD heads in 2 groups, chunks of 4 (a 10-token row spans three)."""
+    config = transformers.Mamba2Config(
+        vocab_size=V,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_heads=4,
+        head_dim=16,
+        state_size=8,
+        n_groups=2,
+        chunk_size=4,
+        time_step_limit=(0.0, 5.0),
+        pad_token_id=0,
+    )
+    ref = transformers.Mamba2ForCausalLM(config)
+    perturb(ref)
+    ref.eval()
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    mixer = ours.spec.data["attention"]
+    assert (mixer["d_inner"], mixer["dt_max"], ours.spec.data["ffn"]["kind"]) == (64, 5.0, "none")
+    assert_causal_lm_equal(ref, ours)
+    assert_left_padded_equal(ref, ours)

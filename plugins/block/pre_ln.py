@@ -21,11 +21,14 @@ class PreLNBlock(Block, name="pre_ln", final_norm=True):
             "(Granite's residual_multiplier)",
             gt=0.0,
         )
+        ffn_norm: bool = param(True, "a norm before the FFN (off: a layer with ffn: none, Mamba's)")
 
     def make_norms(self, make_norm: NormFactory, *, cross: bool) -> None:
         super().make_norms(make_norm, cross=cross)
         if not self.cfg.attention_norm:  # the embedding norm already normalised the input
             self.attention_norm = nn.Identity()
+        if not self.cfg.ffn_norm:  # no FFN to normalise for
+            self.ffn_norm = nn.Identity()
 
     def residual(self, x: Tensor, part: str, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         out = sublayer(getattr(self, f"{part}_norm")(x))

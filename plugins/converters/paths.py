@@ -63,8 +63,9 @@ DISC_DENSE, DISC_PREDICTION = "head.dense", "head.prediction"  # discriminator (
 HEAD_POOLER_NORM = "head.pooler_norm"  # classifier & co.: the norm after the pooler (ModernBERT)
 LANG = "{s}.embedding.lang"  # token embedding n_langs: XLM language vectors
 CLASSIFIER_WEIGHT, CLASSIFIER_BIAS = CLASSIFIER + ".weight", CLASSIFIER + ".bias"  # whole tensors
-# recurrent mixers (plugins/attention/recurrent.py): projections in and out and the causal
-# depthwise convolution (C, 1, K)
-MIXER_IN, MIXER_CONV, MIXER_OUT = (
-    BLOCK + "attention." + p for p in ("in_proj", "conv", "out_proj")
+# recurrent mixers (plugins/attention/recurrent.py): projections in and out, the causal
+# depthwise convolution (C, 1, K), the gated RMSNorm, and whole per-head tensors
+MIXER_IN, MIXER_CONV, MIXER_OUT, MIXER_NORM = (
+    BLOCK + "attention." + p for p in ("in_proj", "conv", "out_proj", "norm")
 )
+A_LOG, DT_BIAS, SSM_D = (BLOCK + "attention." + p for p in ("A_log", "dt_bias", "D"))

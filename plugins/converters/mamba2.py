@@ -1,0 +1,97 @@
+"""Mamba 2 (state-spaces/mamba2-*, Mamba2ForCausalLM): every layer an RMSNorm and a Mamba 2
+mixer around a residual, no FFN and no positions; a final RMSNorm and an LM head."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from archzoo.converter import ConversionError, Converter, Field, parse_fields, spec_parts
+
+from .common import HEADLESS, PAD, lm_task, table
+
+MAMBA2_TENSORS = """
+        embeddings|embed_tokens                             WORD
+        layers.{i}.norm                                     ATTN_NORM
+        layers.{i}.mixer.(in_proj,conv1d,out_proj)          MIXER_IN,MIXER_CONV,MIXER_OUT
+        layers.{i}.mixer.norm                               MIXER_NORM
+        layers.{i}.mixer.A_log                              A_LOG       tensor
+        layers.{i}.mixer.dt_bias                            DT_BIAS     tensor
+        layers.{i}.mixer.D                                  SSM_D       tensor
+        norm_f                                              FINAL_NORM
+"""
+
+
+class Mamba2Converter(Converter, model_type="mamba2", hf_prefix="Mamba2", family="decoder"):
+    requires = {"hidden_act": "silu"}
+    fixed = spec_parts(
+        "dropout: 0.0, embedding: token, position: none, norm: rmsnorm",
+        "block: {kind: pre_ln, ffn_norm: false}, ffn: none",
+        "attention: {kind: mamba2}",
+    )
+    fields = (
+        *parse_fields(
+            """
+            vocab_size                  vocab_size
+            hidden_size                 d_model
+            num_hidden_layers           n_layers
+            num_heads                   n_heads
+            head_dim                    head_dim,attention.head_dim     64
+            state_size                  attention.state_size            128
+            n_groups                    attention.n_groups              8
+            conv_kernel                 attention.conv_kernel           4
+            use_bias                    attention.bias                  False
+            use_conv_bias               attention.conv_bias             True
+            chunk_size                  attention.chunk_size            256
+            layer_norm_epsilon          norm.eps,attention.norm_eps     1e-5
+            """
+        ),
+        Field("expand", "attention.d_inner", 2),  # read and written by adjust
+        *PAD,
+    )
+    tasks = {"Model": HEADLESS, "ForCausalLM": lm_task(False)}
+    tensors = table(MAMBA2_TENSORS, prefixes=("backbone.", ""))
+
+    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        """The mixer's width (expand x hidden_size), its step limits, and a context of 2^20
+        tokens: Mamba has no position limit, so nothing should refuse a long input."""
+        d_inner = int(config.get("expand", 2) * config["hidden_size"])
+        heads, width = config["num_heads"], config.get("head_dim", 64)
+        if heads * width != d_inner:
+            raise ConversionError(
+                f"config.json num_heads x head_dim = {heads} x {width} is not "
+                f"expand x hidden_size = {d_inner}"
+            )
+        spec["attention"]["d_inner"] = d_inner
+        low, high = (_number(v) for v in config.get("time_step_limit") or (0.0, math.inf))
+        spec["attention"]["dt_min"] = low
+        spec["attention"]["dt_max"] = None if math.isinf(high) else high
+        spec.setdefault("max_len", 1 << 20)
+
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        """The inverse of `adjust`: expand from the mixer's width, the step limits."""
+        attention, d = spec["attention"], spec["d_model"]
+        if attention["d_inner"] % d:
+            raise ConversionError(
+                f"attention.d_inner {attention['d_inner']} is not a whole multiple of "
+                f"d_model {d}: Mamba2Config has only an integer expand"
+            )
+        config["expand"] = attention["d_inner"] // d
+        low, high = attention["dt_min"], attention["dt_max"]
+        if high is None and low == 0.0:
+            config.pop("time_step_limit", None)  # transformers' default, (0, inf)
+        else:  # infinity as transformers writes it into config.json
+            config["time_step_limit"] = [low, INFINITY if high is None else high]
+
+
+INFINITY = {"__float__": "Infinity"}
+
+
+def _number(value: Any) -> float:
+    """A float from config.json, where transformers writes infinity as {"__float__": ...}."""
+    if isinstance(value, dict) and "__float__" in value:
+        return float(value["__float__"])
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConversionError(f"config.json time_step_limit holds {value!r}, not a number")
+    return float(value)
