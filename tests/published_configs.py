@@ -1144,3 +1144,24 @@ PUBLISHED["mamba-codestral-7b"] = (  # mistralai/Mamba-Codestral-7B-v0.1: Mamba2
     ),
 )
 CAUSAL_LM["Mamba2Config"] = "Mamba2ForCausalLM"
+PUBLISHED["command-r-35b"] = (  # CohereForAI/c4ai-command-r-v01
+    "CohereConfig",
+    dict(
+        vocab_size=256000,
+        hidden_size=8192,
+        intermediate_size=22528,
+        num_hidden_layers=40,
+        num_attention_heads=64,
+        num_key_value_heads=64,
+        logit_scale=0.0625,
+        max_position_embeddings=8192,
+        layer_norm_eps=1e-5,
+        rope_parameters={**ROPE, "rope_theta": 8e6},
+        use_qk_norm=False,
+        tie_word_embeddings=True,
+        pad_token_id=0,
+        bos_token_id=5,
+        eos_token_id=255001,
+    ),
+)
+CAUSAL_LM["CohereConfig"] = "CohereForCausalLM"

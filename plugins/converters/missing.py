@@ -9,8 +9,6 @@ MULTIPLIERS = "embedding, residual, attention and logit multipliers"
 MISSING_MECHANISMS = {
     "apertus": "the xIELU activation",
     "bitnet": "BitNet's inner norms over unpacked ternary weights",
-    "cohere": "a logit multiplier",
-    "cohere2": "a logit multiplier and sliding layers with NoPE global layers",
     "convbert": "ConvBERT's span-based dynamic convolution",
     "diffllama": "differential attention",
     "ernie": "task-type embeddings",
