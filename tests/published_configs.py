@@ -1165,3 +1165,39 @@ PUBLISHED["command-r-35b"] = (  # CohereForAI/c4ai-command-r-v01
     ),
 )
 CAUSAL_LM["CohereConfig"] = "CohereForCausalLM"
+PUBLISHED["xlm-roberta-xl"] = (  # facebook/xlm-roberta-xl
+    "XLMRobertaXLConfig",
+    dict(
+        vocab_size=250880,
+        hidden_size=2560,
+        num_hidden_layers=36,
+        num_attention_heads=32,
+        intermediate_size=10240,
+        hidden_act="gelu",
+        max_position_embeddings=514,
+        type_vocab_size=1,
+        layer_norm_eps=1e-5,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+    ),
+)
+CAUSAL_LM["XLMRobertaXLConfig"] = "XLMRobertaXLForMaskedLM"
+# nvidia/megatron-bert-uncased-345m as MegatronBertConfig's defaults (its docstring's
+# checkpoint; the vocabulary size is the config class's, not checked against the file)
+PUBLISHED["megatron-bert-345m"] = (
+    "MegatronBertConfig",
+    dict(
+        vocab_size=29056,
+        hidden_size=1024,
+        num_hidden_layers=24,
+        num_attention_heads=16,
+        intermediate_size=4096,
+        hidden_act="gelu",
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        layer_norm_eps=1e-12,
+        pad_token_id=0,
+    ),
+)
+CAUSAL_LM["MegatronBertConfig"] = "MegatronBertForMaskedLM"

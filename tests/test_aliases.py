@@ -89,6 +89,12 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
     "glm4": (DECODER, DECODER_TASKS),
     "phi": ({**DECODER, "qk_layernorm": True}, (*DECODER_TASKS, "ForTokenClassification")),
     "granite": ({**DECODER, **GRANITE_MULTIPLIERS}, ("ForCausalLM", "Model")),
+    "xlm-roberta-xl": (ENCODER, (*ENCODER_TASKS, "ForQuestionAnswering")),
+    "roberta-prelayernorm": (ENCODER, (*ENCODER_TASKS, "ForTokenClassification")),
+    "megatron-bert": (
+        {**ENCODER, "type_vocab_size": 2},
+        (*ENCODER_TASKS, "ForTokenClassification"),
+    ),
     "cohere": ({**DECODER, "use_qk_norm": True, "logit_scale": 0.3}, ("ForCausalLM", "Model")),
     "cohere2": (  # a sliding layer (window shorter than the rows) and a NoPE global one
         {**DECODER, "sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]},
