@@ -1201,3 +1201,27 @@ PUBLISHED["megatron-bert-345m"] = (
     ),
 )
 CAUSAL_LM["MegatronBertConfig"] = "MegatronBertForMaskedLM"
+PUBLISHED["jamba-v0.1"] = (  # ai21labs/Jamba-v0.1: JambaConfig's defaults
+    "JambaConfig",
+    dict(
+        vocab_size=65536,
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        num_experts=16,
+        num_experts_per_tok=2,
+        attn_layer_period=8,
+        attn_layer_offset=4,
+        expert_layer_period=2,
+        expert_layer_offset=1,
+        mamba_d_state=16,
+        mamba_d_conv=4,
+        mamba_expand=2,
+        mamba_dt_rank="auto",
+        max_position_embeddings=262144,
+        tie_word_embeddings=False,
+    ),
+)
+CAUSAL_LM["JambaConfig"] = "JambaForCausalLM"

@@ -142,6 +142,7 @@ def test_every_named_path_exists_in_a_built_model():
             ("deberta-base", {"n_layers": 1, "position.absolute": True}),  # v1's tensors
             ("lfm2-350m", {"n_layers": 1, "layers": []}),  # a short_conv mixer
             ("mamba-codestral-7b", {"n_layers": 1}),  # a mamba2 mixer
+            ("jamba-v0.1", {"n_layers": 1, "layers": []}),  # a mamba mixer with its norms
             (  # OPT-350m's layout: project_in / project_out around a narrower table
                 "opt-125m",
                 {"n_layers": 1, "embedding": {"kind": "factorized", "positions": "after"}},

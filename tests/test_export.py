@@ -58,6 +58,15 @@ EXTRA = {
     "openai-gpt": {"n_inner": None},
     "gptj": {"rotary_dim": 4},
     "mamba2": {"num_heads": 4, "head_dim": 16, "state_size": 8, "n_groups": 2, "chunk_size": 4},
+    "jamba": {  # attention on layer 1, experts on layer 0
+        "num_key_value_heads": 2,
+        "attn_layer_period": 2,
+        "attn_layer_offset": 1,
+        "expert_layer_period": 2,
+        "expert_layer_offset": 0,
+        "num_experts": 4,
+        "mamba_d_state": 4,
+    },
     "lfm2": {  # a conv layer and an attention layer; the FFN width auto-adjusted: 64 -> 48
         "num_key_value_heads": 2,
         "layer_types": ["conv", "full_attention"],

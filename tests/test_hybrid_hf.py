@@ -1,4 +1,4 @@
-"""Hybrid families against transformers: tiny perturbed models, logits with padded rows."""
+"""Hybrid families against transformers: tiny perturbed models, logits with padded rows and\ngreedy tokens with the cache."""
 
 from __future__ import annotations
 
@@ -72,5 +72,38 @@ def test_mamba2_imports_with_transformers_logits(tmp_path):
     ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
     mixer = ours.spec.data["attention"]
     assert (mixer["d_inner"], mixer["dt_max"], ours.spec.data["ffn"]["kind"]) == (64, 5.0, "none")
+    assert_causal_lm_equal(ref, ours)
+    assert_left_padded_equal(ref, ours)
+
+
+def test_jamba_imports_with_transformers_logits(tmp_path):
+    """Four layers: Mamba with its dt/B/C norms, attention on layers 1 and 3, experts on 0
+    and 2 (layer 2: Mamba and experts, layer 1: attention and a dense SwiGLU)."""
+    config = transformers.JambaConfig(
+        vocab_size=V,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        attn_layer_period=2,
+        attn_layer_offset=1,
+        expert_layer_period=2,
+        expert_layer_offset=0,
+        num_experts=4,
+        num_experts_per_tok=2,
+        mamba_d_state=4,
+        max_position_embeddings=64,
+        pad_token_id=0,
+    )
+    ref = transformers.JambaForCausalLM(config)
+    perturb(ref)
+    ref.eval()
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    layers = ours.spec.data["layers"]
+    assert [(entry["select"], sorted(set(entry) - {"select"})) for entry in layers] == [
+        ([1, 3], ["attention"]),
+        ([0, 2], ["ffn"]),
+    ]
     assert_causal_lm_equal(ref, ours)
     assert_left_padded_equal(ref, ours)

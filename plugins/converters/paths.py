@@ -69,3 +69,6 @@ MIXER_IN, MIXER_CONV, MIXER_OUT, MIXER_NORM = (
     BLOCK + "attention." + p for p in ("in_proj", "conv", "out_proj", "norm")
 )
 A_LOG, DT_BIAS, SSM_D = (BLOCK + "attention." + p for p in ("A_log", "dt_bias", "D"))
+# mamba: the low-rank step and B, C projection, the step's up-projection, Jamba's norms
+MAMBA_X_PROJ, MAMBA_DT_PROJ = BLOCK + "attention.x_proj", BLOCK + "attention.dt_proj"
+DT_NORM, B_NORM, C_NORM = (BLOCK + "attention." + p for p in ("dt_norm", "b_norm", "c_norm"))
