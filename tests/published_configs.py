@@ -1225,3 +1225,28 @@ PUBLISHED["jamba-v0.1"] = (  # ai21labs/Jamba-v0.1: JambaConfig's defaults
     ),
 )
 CAUSAL_LM["JambaConfig"] = "JambaForCausalLM"
+PUBLISHED["bamba-9b"] = (  # ibm-ai-platform/Bamba-9B, as recalled (see zoo/bamba-9b.yaml)
+    "BambaConfig",
+    dict(
+        vocab_size=128256,
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        attn_layer_indices=[9, 18, 27],
+        mamba_n_heads=128,
+        mamba_d_head=64,
+        mamba_n_groups=1,
+        mamba_d_state=128,
+        mamba_expand=2,
+        mamba_d_conv=4,
+        mamba_chunk_size=256,
+        rms_norm_eps=1e-5,
+        max_position_embeddings=262144,
+        rope_parameters={**ROPE, "rope_theta": 10000.0},
+        tie_word_embeddings=False,
+        pad_token_id=0,
+    ),
+)
+CAUSAL_LM["BambaConfig"] = "BambaForCausalLM"

@@ -58,6 +58,15 @@ EXTRA = {
     "openai-gpt": {"n_inner": None},
     "gptj": {"rotary_dim": 4},
     "mamba2": {"num_heads": 4, "head_dim": 16, "state_size": 8, "n_groups": 2, "chunk_size": 4},
+    "bamba": {  # attention on layer 1; 4 SSD heads of 16 in 2 groups, chunks of 4
+        "num_key_value_heads": 2,
+        "attn_layer_indices": [1],
+        "mamba_n_heads": 4,
+        "mamba_d_head": 16,
+        "mamba_d_state": 8,
+        "mamba_n_groups": 2,
+        "mamba_chunk_size": 4,
+    },
     "jamba": {  # attention on layer 1, experts on layer 0
         "num_key_value_heads": 2,
         "attn_layer_period": 2,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from hf_util import V, assert_causal_lm_equal, perturb, save_hf
@@ -74,6 +76,9 @@ def test_mamba2_imports_with_transformers_logits(tmp_path):
     assert (mixer["d_inner"], mixer["dt_max"], ours.spec.data["ffn"]["kind"]) == (64, 5.0, "none")
     assert_causal_lm_equal(ref, ours)
     assert_left_padded_equal(ref, ours)
+    archzoo.to_hf(ours, tmp_path / "out")  # the step limit goes back into config.json
+    saved = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert (saved["expand"], saved["time_step_limit"]) == (2, [0.0, 5.0])
 
 
 def test_jamba_imports_with_transformers_logits(tmp_path):
@@ -105,5 +110,33 @@ def test_jamba_imports_with_transformers_logits(tmp_path):
         ([1, 3], ["attention"]),
         ([0, 2], ["ffn"]),
     ]
+    assert_causal_lm_equal(ref, ours)
+    assert_left_padded_equal(ref, ours)
+
+
+def test_bamba_imports_with_transformers_logits(tmp_path):
+    """Three layers: Mamba 2 (4 heads in 2 groups, chunks of 4), attention with rotary on
+    half of each head, Mamba 2; a SwiGLU in each."""
+    config = transformers.BambaConfig(
+        vocab_size=V,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        attn_layer_indices=[1],
+        mamba_n_heads=4,
+        mamba_d_state=8,
+        mamba_n_groups=2,
+        mamba_chunk_size=4,
+        max_position_embeddings=64,
+        pad_token_id=0,
+    )
+    ref = transformers.BambaForCausalLM(config)
+    perturb(ref)
+    ref.eval()
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    assert ours.spec.data["position"]["fraction"] == 0.5
+    assert ours.spec.data["layers"][0]["select"] == [1]
     assert_causal_lm_equal(ref, ours)
     assert_left_padded_equal(ref, ours)

@@ -152,6 +152,9 @@ def tiny_overrides(data: dict) -> dict[str, Any]:
     if isinstance(attention, dict) and attention.get("kind") == "mla":  # latent sizes from head_dim
         out.update({f"attention.{k}": None for k in ("kv_lora_rank", "qk_nope_head_dim")})
         out.update({"attention.v_head_dim": None, "attention.q_lora_rank": 8})
+    if isinstance(attention, dict) and attention.get("kind") == "mamba2":  # SSM sizes too
+        out.update({"attention.d_inner": None, "attention.head_dim": 8, "attention.n_groups": 1})
+        out["attention.state_size"] = 8
     if data.get("layers"):  # enough layers that every selection picks one
         out["n_layers"] = max([2] + [_first_needed(e.get("select")) for e in data["layers"]])
         if any(_sets_kv_heads(e.get("attention")) for e in data["layers"]):  # per-layer too

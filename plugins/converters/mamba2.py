@@ -79,13 +79,15 @@ class Mamba2Converter(Converter, model_type="mamba2", hf_prefix="Mamba2", family
             )
         config["expand"] = attention["d_inner"] // d
         low, high = attention["dt_min"], attention["dt_max"]
-        if high is None and low == 0.0:
-            config.pop("time_step_limit", None)  # transformers' default, (0, inf)
-        else:  # infinity as transformers writes it into config.json
-            config["time_step_limit"] = [low, INFINITY if high is None else high]
+        config.update(time_step_limit(low, high))
 
 
-INFINITY = {"__float__": "Infinity"}
+def time_step_limit(low: float, high: float | None) -> dict[str, Any]:
+    """config.json's time_step_limit for a mixer's (dt_min, dt_max): none for transformers'
+    default (0, inf), else the pair (infinity as a float, which transformers writes out)."""
+    if high is None and low == 0.0:
+        return {}
+    return {"time_step_limit": [low, math.inf if high is None else high]}
 
 
 def _number(value: Any) -> float:
