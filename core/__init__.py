@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .hooks import hookimpl
     from .model import ModelOutput, ZooModel
     from .model_source import load, resolve_model
-    from .registry import Registry, RegistryError, get_registry
+    from .registry import Registry, RegistryError, get_registry, list_attention_impls
     from .spec import Spec, load_spec
     from .weights import WeightsError, save
 
@@ -48,6 +48,7 @@ _EXPORTS = {
     "Registry": "registry",
     "RegistryError": "registry",
     "get_registry": "registry",
+    "list_attention_impls": "registry",
     "Spec": "spec",
     "load_spec": "spec",
     "WeightsError": "weights",
@@ -112,6 +113,7 @@ __all__ = [
     "from_hf",
     "get_registry",
     "hookimpl",
+    "list_attention_impls",
     "list_components",
     "list_models",
     "load",

@@ -18,7 +18,7 @@ from .mup import hidden_matrices, scale_hidden_init, widened_source, width_ratio
 from .output_shapes import check_first_forward
 from .placement import as_device, as_dtype
 from .plan import BuildPlan, LayerPlan, Part, StackPlan
-from .registry import Registry, get_registry
+from .registry import Registry, check_attention_impl, get_registry
 from .spec import Spec, load_spec
 from .stack import Stack
 
@@ -30,14 +30,20 @@ def build_model(
     dtype: torch.dtype | str | None = None,
     *,
     registry: Registry | None = None,
+    attention_impl: str | None = None,
 ) -> ZooModel:
     """Build (and initialise) a model from a spec, name, path, dict or YAML text.
 
     device="meta" builds the structure without allocating memory or initialising.
     dtype: float32, float16, bfloat16 or float64, as a torch.dtype or its name.
+    attention_impl: the attention kernel its layers run (archzoo.list_attention_impls();
+    default "auto"); `model.set_attention_impl` changes it later.
     """
     device, dtype = as_device(device), as_dtype(dtype)  # before any work, naming the argument
     reg = registry or get_registry()
+    if attention_impl is not None:
+        check_attention_impl(attention_impl, reg)
+    chosen = getattr(spec_or_name, "attention_impl", None)  # a Spec's deprecated key
     spec = spec_or_name
     validated = isinstance(spec, Spec) and spec.plan is not None and spec.plan.registry is reg
     if overrides or not validated:
@@ -57,6 +63,9 @@ def build_model(
             init_weights(model, spec.data["init_std"])
     if not meta and spec.data["mup"]:
         scale_hidden_init(model, hidden_matrix_names(spec, model), width_ratio(spec.data))
+    impl = attention_impl or spec.attention_impl or chosen
+    if impl is not None:
+        model.set_attention_impl(impl)
     check_first_forward(model, reg.plugin_of)  # a plugin part's output shape, named
     if dtype is not None:
         model = model.to(dtype)

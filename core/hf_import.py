@@ -14,10 +14,11 @@ from .converter import ConversionError, Converter, TensorSource
 from .errors import SpecError
 from .hf_tensors import ZooNames
 from .hub import parse_hub_id, snapshot
+from .kernels import split_old_keys
 from .model import ZooModel
 from .placement import as_device, as_dtype
 from .progress import progress_bar
-from .registry import Registry, RegistryError, get_registry
+from .registry import Registry, RegistryError, check_attention_impl, get_registry
 from .safe_read import LazyTensors
 from .sentence_transformers import sentence_embedding_head
 from .spec import load_spec
@@ -67,11 +68,18 @@ def from_hf(
     *,
     registry: Registry | None = None,
     revision: str | None = None,
+    attention_impl: str | None = None,
 ) -> ZooModel:
     """Build a ZooModel equivalent to an HF checkpoint directory, or a Hub id
-    (`org/name[@revision]`, through huggingface_hub's cache), and load its weights."""
+    (`org/name[@revision]`, through huggingface_hub's cache), and load its weights.
+
+    attention_impl: the attention kernel to run (archzoo.list_attention_impls()); by default
+    the one that gives transformers' numbers for the family (its eager order in 16-bit floats
+    where transformers attends eagerly, else auto)."""
     device, dtype = as_device(device), as_dtype(dtype)  # before any work, naming them
     reg = registry or get_registry()
+    if attention_impl is not None:
+        check_attention_impl(attention_impl, reg)
     d = Path(directory)
     hub = parse_hub_id(str(directory)) if not d.exists() else None
     if hub is not None:
@@ -84,6 +92,8 @@ def from_hf(
         raise ConversionError(f"{d / 'config.json'}: {exc}") from None
     with read_safetensors(d) as tensors:  # each file opened once: never half of a rewrite
         model = _convert(d, config, converter, tensors, reg)
+    if attention_impl is not None:
+        model.set_attention_impl(attention_impl)
     model.hf_source = {"directory": str(d.resolve()), "model_type": model_type}
     model.loaded_from = d.absolute()
     if device is not None or dtype is not None:
@@ -108,6 +118,7 @@ def _convert(
                     f"checkpoint, not {config.get('architectures')}"
                 )
             head.update(pooling)
+        spec_data, kernels = split_old_keys(spec_data)  # the kernels transformers runs
         spec = load_spec(spec_data, registry=reg)
     except SpecError as exc:  # name the file the bad values came from
         raise ConversionError(f"{d / 'config.json'}: describes an invalid model:\n{exc}") from None
@@ -131,6 +142,8 @@ def _convert(
             raise _converter_failed(d, model_type, reg, exc) from None
     src.check_complete()
     load_state(model, state, {}, str(d))
+    for stack, name in kernels.items():  # transformers' eager order where it runs one
+        model.set_attention_impl(name, stack=stack)
     return model
 
 

@@ -189,6 +189,13 @@ class Attention(Component):
     kind: ClassVar[str] = "attention"
     # names of the per-batch `ctx.inputs` it reads; each is also a keyword of the model's forward
     inputs: ClassVar[tuple[str, ...]] = ()
+    # the name of the kernel this layer runs (archzoo.list_attention_impls()); set at run time
+    attention_impl: str = "auto"
+
+    def set_attention_impl(self, name: str) -> None:
+        """Run this layer with the attention kernel registered as `name` (the model checks
+        the name: `ZooModel.set_attention_impl`)."""
+        self.attention_impl = name
 
     @classmethod
     def cross_attention(cls, cfg: Any, dims: Dims, **parts: Any) -> Attention:
@@ -244,27 +251,29 @@ class Attention(Component):
         sinks: Tensor | None = None,
         softcap: float | None = None,
     ) -> None:
-        """When `ctx.want_probs`, store the probabilities (B, H, Tq, Tk) in `ctx.probs`: the
-        given `probs`, or the core's recomputation from q, k, the mask, bias, `keep`,
-        per-head sink logits `sinks` (H,) and a score soft-cap."""
+        """For a component that writes its own `forward`: when `ctx.want_probs`, the
+        probabilities (B, H, Tq, Tk) it returns: the given `probs`, or the core's
+        recomputation from q, k, the mask, bias, `keep`, sinks (H,) and a score soft-cap."""
         if ctx.want_probs:
             ctx.probs = (
                 probs
                 if probs is not None
                 else _probs.attention_probs(
-                    q,
-                    k,
-                    ctx.mask,
-                    scale=scale,
-                    bias=bias,
-                    keep=keep,
-                    sinks=sinks,
-                    softcap=softcap,
+                    q, k, ctx.mask, scale=scale, bias=bias, keep=keep, sinks=sinks, softcap=softcap
                 )
             )
 
-    def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:
+    def attend(
+        self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        """(B, Tq, d_model) and the probabilities (B, H, Tq, Tk) when `ctx.want_probs`."""
         raise NotImplementedError
+
+    def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:
+        out, probs = self.attend(x, ctx, memory)
+        if ctx.want_probs:  # the stack's record of this layer takes them from here
+            ctx.probs = probs
+        return out
 
 
 class Norm(Component):

@@ -18,6 +18,7 @@ from .interfaces import Attention, Head
 from .model_checks import check_cache, check_inputs
 from .outputs import StackRecord, requested_layers
 from .plan import stack_role
+from .registry import check_attention_impl, get_registry
 from .spec import Spec
 from .stack import Stack
 
@@ -100,6 +101,37 @@ class ZooModel(nn.Module):
     @property
     def family(self) -> str:
         return self.spec.family
+
+    @property
+    def attention_impl(self) -> str | dict[str, str]:
+        """The kernel the attention layers run: one name, or {stack: name} where they differ."""
+        names = {
+            stack: sorted({m.attention_impl for m in part.modules() if isinstance(m, Attention)})
+            for stack, part in (("encoder", self.encoder), ("decoder", self.decoder))
+            if part is not None
+        }
+        every = sorted({n for ns in names.values() for n in ns})
+        if len(every) <= 1:
+            return every[0] if every else "auto"
+        return {stack: "/".join(ns) for stack, ns in names.items()}
+
+    def set_attention_impl(self, name: str, *, stack: str | None = None) -> ZooModel:
+        """Run the attention layers (of `stack`, "encoder" or "decoder", when given) with the
+        kernel registered as `name` (archzoo.list_attention_impls()); returns the model."""
+        check_attention_impl(name, self._registry())
+        parts = {"encoder": self.encoder, "decoder": self.decoder}
+        if stack is not None and parts.get(stack) is None:
+            have = [k for k, v in parts.items() if v is not None]
+            raise ValueError(f"set_attention_impl: stack {stack!r} is not one of {have}")
+        for part in [parts[stack]] if stack is not None else parts.values():
+            for m in part.modules() if part is not None else ():
+                if isinstance(m, Attention):
+                    m.set_attention_impl(name)
+        return self
+
+    def _registry(self) -> Any:
+        plan = getattr(self.spec, "plan", None)
+        return plan.registry if plan is not None else get_registry()
 
     def forward(
         self,

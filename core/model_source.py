@@ -23,7 +23,7 @@ from .hf_import import from_hf, read_config
 from .hub import parse_hub_id, snapshot
 from .model import ZooModel
 from .placement import as_device, as_dtype
-from .registry import get_registry
+from .registry import check_attention_impl, get_registry
 from .spec import Spec, find_model, load_spec
 from .weights import SPEC_KEY, load_file, read_metadata, stored_spec
 
@@ -79,14 +79,19 @@ class ModelRef:
         return stored_spec(read_metadata(self.weights_file), self.weights_file, overrides)
 
     def load(
-        self, device: str | torch.device | None = None, dtype: torch.dtype | str | None = None
+        self,
+        device: str | torch.device | None = None,
+        dtype: torch.dtype | str | None = None,
+        attention_impl: str | None = None,
     ) -> ZooModel:
-        """The model with its weights, in eval mode; a zoo name is refused (it has none)."""
+        """The model with its weights, in eval mode; a zoo name is refused (it has none).
+        `attention_impl`: the attention kernel it runs (default: from_hf's, else auto)."""
         if self.kind == "spec":
             raise WeightsError(no_weights_message(self.name))
         if self.kind == "hf":
-            return from_hf(self.path, device=device, dtype=dtype)
-        return load_file(self.weights_file, device=device, dtype=dtype)
+            return from_hf(self.path, device=device, dtype=dtype, attention_impl=attention_impl)
+        model = load_file(self.weights_file, device=device, dtype=dtype)
+        return model if attention_impl is None else model.set_attention_impl(attention_impl)
 
 
 def no_weights_message(name: str) -> str:
@@ -168,11 +173,15 @@ def load(
     dtype: torch.dtype | str | None = None,
     *,
     revision: str | None = None,
+    attention_impl: str | None = None,
 ) -> ZooModel:
     """A model with its weights from any name: an archzoo .safetensors file, a `zoo train`
-    run directory, an HF directory or a Hub id (`org/name[@revision]`); in eval mode."""
+    run directory, an HF directory or a Hub id (`org/name[@revision]`); in eval mode.
+    `attention_impl`: the attention kernel its layers run (archzoo.list_attention_impls())."""
     device, dtype = as_device(device), as_dtype(dtype)  # before any work, naming them
+    if attention_impl is not None:
+        check_attention_impl(attention_impl)
     try:
-        return resolve_model(name, revision).load(device=device, dtype=dtype)
+        return resolve_model(name, revision).load(device, dtype, attention_impl)
     except SpecError as exc:  # a name that is nothing: say so as a weights error
         raise WeightsError(str(exc)) from None

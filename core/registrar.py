@@ -14,6 +14,7 @@ from . import interfaces
 from .component import KINDS, Capabilities, Component
 from .converter import Converter
 from .hf_alias import Alias
+from .kernels import AttentionKernel
 
 
 class RegistryError(Exception):
@@ -29,11 +30,20 @@ class Registrar:
         self.zoo_dirs: list[Path] = []
         self.converters: list[Any] = []
         self.missing: dict[str, str] = {}  # HF model_type -> the mechanism archzoo lacks
+        self.kernels: list[AttentionKernel] = []
 
     def add_component(self, cls: type[Component]) -> None:
         """Register one component class (its `kind` and `name` say where it goes)."""
         _check_component_class(cls)
         self.components.append(cls)
+
+    def add_kernel(self, kernel: AttentionKernel) -> None:
+        """Register an attention kernel (declared with `archzoo.kernels.attention_kernel`)."""
+        if not isinstance(kernel, AttentionKernel):
+            raise RegistryError(
+                f"attention kernel {kernel!r} is not declared with archzoo.kernels.attention_kernel"
+            )
+        self.kernels.append(kernel)
 
     def add_converter(self, converter: Any) -> None:
         """Register a Hugging Face converter (an archzoo.converter.Converter instance)."""
@@ -70,8 +80,8 @@ class Registrar:
         """Register everything a package declares: each component class whose class line
         names it (`class X(Norm, name="x")`), each converter whose class line names its
         `model_type`, each alias of a module's `ALIASES` table and each entry of its
-        `MISSING_MECHANISMS` ({model_type: mechanism}), in module order, so
-        nothing is listed a second time."""
+        `MISSING_MECHANISMS` ({model_type: mechanism}) and each attention kernel it
+        declares (`@attention_kernel`), in module order, so nothing is listed a second time."""
         root = importlib.import_module(package)
         modules = [root]
         if hasattr(root, "__path__"):
@@ -79,6 +89,9 @@ class Registrar:
                 modules.append(importlib.import_module(info.name))
         for module in modules:
             for obj in vars(module).values():
+                if isinstance(obj, AttentionKernel) and obj.module == module.__name__:
+                    self.add_kernel(obj)
+                    continue
                 if not isinstance(obj, type) or obj.__module__ != module.__name__:
                     continue  # imported here, declared elsewhere
                 if issubclass(obj, Component) and "name" in vars(obj):

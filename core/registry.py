@@ -15,6 +15,7 @@ import pluggy
 
 from .component import KINDS, Component
 from .hooks import PROJECT, ArchzooSpec
+from .kernels import AttentionKernel
 from .plugin_guard import DISABLE_ENV, NO_PLUGINS_ENV, loading_plugin, plugins_off
 from .registrar import Registrar, RegistryError
 
@@ -67,6 +68,7 @@ class Registry:
         self._components: dict[tuple[str, str], tuple[type[Component], str]] = {}
         self._converters: dict[str, tuple[Any, str]] = {}
         self._missing: dict[str, tuple[str, str]] = {}  # model_type -> (mechanism, plugin)
+        self._kernels: dict[str, tuple[AttentionKernel, str]] = {}  # name -> (kernel, plugin)
         self.plugins: dict[str, PluginInfo] = {}
         self.zoo_dirs: list[Path] = []
         builtins = importlib.import_module("archzoo.plugins")
@@ -111,6 +113,7 @@ class Registry:
             return info
         info.components = [f"{c.kind}:{c.name}" for c in registrar.components]
         info.components += [f"converter:{c.model_type}" for c in registrar.converters]
+        info.components += [f"kernel:{k.name}" for k in registrar.kernels]
         info.zoo_dirs = [str(p) for p in registrar.zoo_dirs]
         return info
 
@@ -123,6 +126,7 @@ class Registry:
         self._components = {k: v for k, v in self._components.items() if v[1] != name}
         self._converters = {k: v for k, v in self._converters.items() if v[1] != name}
         self._missing = {k: v for k, v in self._missing.items() if v[1] != name}
+        self._kernels = {k: v for k, v in self._kernels.items() if v[1] != name}
         if info:
             self.zoo_dirs = [p for p in self.zoo_dirs if str(p) not in info.zoo_dirs]
 
@@ -151,11 +155,21 @@ class Registry:
                     f"plugin {other!r} and again by plugin {registrar.plugin!r}; kept {other!r}'s"
                 )
             types.add(conv.model_type)
+        names: set[str] = set()
+        for kernel in registrar.kernels:
+            if kernel.name in self._kernels or kernel.name in names:
+                other = self._kernels.get(kernel.name, (None, registrar.plugin))[1]
+                raise RegistryError(
+                    f"duplicate attention kernel {kernel.name!r}: registered by plugin "
+                    f"{other!r} and again by plugin {registrar.plugin!r}; kept {other!r}'s"
+                )
+            names.add(kernel.name)
         for cls in registrar.components:
             self._components[(cls.kind, cls.name)] = (cls, registrar.plugin)
         for conv in registrar.converters:
             self._converters[conv.model_type] = (conv, registrar.plugin)
         self._missing.update({t: (m, registrar.plugin) for t, m in registrar.missing.items()})
+        self._kernels.update({k.name: (k, registrar.plugin) for k in registrar.kernels})
         self.zoo_dirs.extend(registrar.zoo_dirs)
 
     def zoo_owners(self) -> dict[str, tuple[Path, str]]:
@@ -227,6 +241,23 @@ class Registry:
         except KeyError:
             raise RegistryError(self.unknown_message(kind, name)) from None
 
+    def kernel(self, name: str) -> AttentionKernel:
+        """The attention kernel registered as `name`; a clear error naming the others."""
+        try:
+            return self._kernels[name][0]
+        except KeyError:
+            known = ", ".join(sorted(self._kernels))
+            raise RegistryError(
+                f"unknown attention kernel {name!r}; registered kernels: {known}"
+            ) from None
+
+    def kernels(self) -> list[AttentionKernel]:
+        """Every registered attention kernel, by name."""
+        return [self._kernels[n][0] for n in sorted(self._kernels)]
+
+    def kernel_plugin(self, name: str) -> str:
+        return self._kernels[name][1]
+
     def converter(self, model_type: str) -> Any:
         """The converter for an HF model_type; the error lists the supported ones."""
         if model_type not in self._converters:
@@ -295,3 +326,17 @@ def reset_registry() -> None:
     """Forget the process-wide registry so the next use reloads plugins."""
     global _REGISTRY
     _REGISTRY = None
+
+
+def check_attention_impl(name: Any, registry: Registry | None = None) -> str:
+    """`name` when it names a registered attention kernel; a clear error otherwise."""
+    reg = registry or get_registry()
+    if not isinstance(name, str):
+        raise TypeError(f"attention_impl must be a kernel name (a str), got {name!r}")
+    reg.kernel(name)
+    return name
+
+
+def list_attention_impls() -> list[str]:
+    """The names of the registered attention kernels (for `attention_impl=`, `--attn-impl`)."""
+    return [k.name for k in get_registry().kernels()]

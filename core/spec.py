@@ -17,6 +17,7 @@ import yaml
 
 from .component import check_value, read_number
 from .errors import SpecError, SpecIssue, closest, dotted
+from .kernels import DEPRECATED_KEYS, deprecated_choice
 from .plan import (  # noqa: F401 - component_config, stack_dims: re-exported for callers
     BuildPlan,
     component_config,
@@ -73,6 +74,7 @@ class Spec:
         self.locs = locs or {}
         self.derived = derived
         self.plan = plan
+        self.attention_impl: str | None = None  # a kernel an old spec key chose (deprecated)
 
     @property
     def name(self) -> str:
@@ -130,6 +132,7 @@ class _Resolver:
         self.locs = locs
         self.registry = registry
         self.issues: list[SpecIssue] = []
+        self.attention_impl: str | None = None  # chosen by a deprecated spec key
 
     def issue(self, path: tuple, message: str, suggestion: str | None = None) -> None:
         loc = None
@@ -221,6 +224,14 @@ class _Resolver:
         hints = typing.get_type_hints(cls.Config)
         fields = {f.name: f for f in dataclasses.fields(cls.Config)}
         out: dict[str, Any] = {"kind": name}
+        old = {k: value[k] for k in DEPRECATED_KEYS if k in value and k not in fields}
+        if old:  # a kernel chosen in the spec: now the model's run-time choice
+            where = ".".join(str(p) for p in path)
+            choice, problems = deprecated_choice(old, where)
+            for key, problem in problems:
+                self.issue(path + (key,), problem)
+            self.attention_impl = choice or self.attention_impl
+            value = {k: v for k, v in value.items() if k not in old}
         for key in value:
             if key != "kind" and key not in fields:
                 self.issue(
@@ -355,7 +366,9 @@ def resolve(data: dict, locs: Locs | None = None, registry: Registry | None = No
             plan = make_plan(out, reg)
             check_plan(plan, out, r.issue)
             if not r.issues:
-                return Spec(out, r.locs, derived=derived, plan=plan)
+                spec = Spec(out, r.locs, derived=derived, plan=plan)
+                spec.attention_impl = r.attention_impl
+                return spec
     raise SpecError(sorted(dict.fromkeys(r.issues), key=_issue_order))  # once per issue
 
 

@@ -16,7 +16,7 @@ import archzoo
 from archzoo.interfaces import AttentionContext
 from archzoo.masks import AttentionMask
 from archzoo.plugins.attention.local import LocalPattern
-from archzoo.plugins.attention.softcap import soft_cap
+from archzoo.plugins.attention.kernels.softcap import soft_cap
 from archzoo.plugins.attention.sparse import blocked_attention, dense_attention, flex_attention
 
 ATTN_CAP, FINAL_CAP = 5.0, 3.0

@@ -21,7 +21,7 @@ import archzoo
 from archzoo.interfaces import AttentionContext
 from archzoo.masks import AttentionMask
 from archzoo.plugins.attention.local import LocalPattern
-from archzoo.plugins.attention.sinks import sink_attention
+from archzoo.plugins.attention.kernels.sinks import sink_attention
 from archzoo.plugins.attention.sparse import attend
 
 B, H, HKV, T, HD = 3, 4, 2, 11, 8

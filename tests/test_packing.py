@@ -25,7 +25,7 @@ import archzoo
 from archzoo.cli.main import main
 from archzoo.documents import document_positions, document_runs
 from archzoo.masks import AttentionMask
-from archzoo.plugins.attention.flex import mask_flex
+from archzoo.plugins.attention.kernels.flex import mask_flex
 from archzoo.plugins.attention.sparse import attend
 from archzoo.training import train
 from archzoo.training.data import prepare_stream

@@ -17,11 +17,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from archzoo.attention_probs import attention_probs
 from archzoo.component import param
 from archzoo.interfaces import AttentionContext
+from archzoo.kernels import Scoring
+from archzoo.masks import AttentionMask
 
 from .block_sparse import BlockLayoutPattern
-from .mha import MultiHeadAttention
+from .kernels.sdpa import sdpa
 from .sparse import SparseAttention, SparsePattern
 
 MASK32 = 0xFFFFFFFF
@@ -84,14 +87,18 @@ class BigBirdAttention(SparseAttention, name="bigbird", kv_cache=False):
             )
         return issues
 
-    def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:
+    def pattern(self, length: int, device: Any, ctx: AttentionContext) -> SparsePattern | None:
+        """Dense attention up to `dense_upto` keys (transformers' full attention there)."""
+        return None if length <= self.cfg.dense_upto else super().pattern(length, device, ctx)
+
+    def attend(
+        self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None
+    ) -> tuple[Tensor, Tensor | None]:
         if memory is not None:
             raise ValueError(f"attention {self.name!r} is self-attention only")
         B, T, _ = x.shape
-        if T <= self.cfg.dense_upto:
-            return MultiHeadAttention.forward(self, x, ctx)
-        if self.cfg.random_draws == "hashed":
-            return super().forward(x, ctx)
+        if T <= self.cfg.dense_upto or self.cfg.random_draws == "hashed":
+            return super().attend(x, ctx)
         if ctx.mask.causal or ctx.mask.q_offset or ctx.cache is not None:
             raise ValueError("bigbird random_draws: first_block is bidirectional self-attention")
         if ctx.mask.key_docs is not None:
@@ -102,9 +109,10 @@ class BigBirdAttention(SparseAttention, name="bigbird", kv_cache=False):
         q, k, v = self.project(x, ctx, None)  # (B, H, T, hd)
         scale = self.scale if self.scale is not None else self.head_dim**-0.5
         count = 1 + self.cfg.random_blocks
+        probs = None
         if ctx.want_probs:
             keep, bias = itc_dense_bias(T, self.cfg.block, count, q.device)
-            self.record_probs(ctx, q, k, scale=scale, keep=keep, bias=bias.to(q.dtype))
+            probs = attention_probs(q, k, ctx.mask, scale=scale, keep=keep, bias=bias.to(q.dtype))
         out = itc_attention(
             q,
             k,
@@ -115,7 +123,7 @@ class BigBirdAttention(SparseAttention, name="bigbird", kv_cache=False):
             first_count=count,
             dropout_p=self.dropout if self.training else 0.0,
         )  # (B, T, H, hd)
-        return self.out(out.reshape(B, T, self.q_dim))
+        return self.out(out.reshape(B, T, self.q_dim)), probs
 
     def make_pattern(self, length: int, device: Any = None, ctx: Any = None) -> SparsePattern:
         if self._pattern is None:
@@ -192,9 +200,9 @@ def itc_attention(
     g_mask = torch.zeros(valid.shape, dtype=q.dtype, device=device).masked_fill(~valid, low)
     ends = (qt[:, :block], qt[:, Tp - block :]) if nb > 1 else (qt,)
     g_q = torch.cat(ends, 1).transpose(1, 2)  # (B, H, 2 * block, hd)
-    g_out = F.scaled_dot_product_attention(
-        g_q, k_all, v_all, attn_mask=g_mask[:, None, None], dropout_p=dropout_p, scale=scale
-    ).transpose(1, 2)  # (B, 2 * block, H, hd)
+    scoring = Scoring(scale=scale, bias=g_mask[:, None, None], dropout=dropout_p)
+    everything = AttentionMask(g_q.shape[2], Tp, device=device)  # the bias masks the keys
+    g_out = sdpa(g_q, k_all, v_all, everything, scoring)[0].transpose(1, 2)  # (B, 2bs, H, hd)
     g_out = g_out * valid.any(-1)[:, None, None, None]  # no visible key: zeros
     if nb <= 2:
         return g_out[:, :T]
@@ -210,9 +218,9 @@ def itc_attention(
     m_mask = torch.where(seen, add, low).view(-1, M, 1, 1, 5 * block)
     m_mask = m_mask.expand(B, M, 1, 1, 5 * block).reshape(B * M, 1, 1, 5 * block)
     m_q = qt[:, block : Tp - block].reshape(B * M, block, H, hd).transpose(1, 2)
-    m_out = F.scaled_dot_product_attention(
-        m_q, kg, vg, attn_mask=m_mask, dropout_p=dropout_p, scale=scale
-    )  # (B*M, H, bs, hd)
+    scoring = Scoring(scale=scale, bias=m_mask, dropout=dropout_p)
+    everything = AttentionMask(block, 5 * block, device=device)
+    m_out = sdpa(m_q, kg, vg, everything, scoring)[0]  # (B*M, H, bs, hd)
     m_any = seen.flatten(-2).any(-1).expand(B, M).reshape(B * M, 1, 1, 1)
     m_out = m_out * m_any  # no visible key: zeros
     m_out = m_out.transpose(1, 2).reshape(B, M * block, H, hd)

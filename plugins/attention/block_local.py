@@ -17,10 +17,15 @@ from torch import Tensor
 
 from archzoo.component import param
 from archzoo.interfaces import AttentionContext
+from archzoo.kernels import Scoring
+from archzoo.masks import AttentionMask
 
-from .eager import takes_eager
+from .kernels.eager import takes_eager
+from .kernels.sdpa import sdpa
 from .local import LocalPattern
 from .sparse import SparseAttention, SparsePattern
+
+DENSE = ("sdpa", "math")  # kernels that take this layer as its dense (T, T) reference
 
 QKV = tuple[Tensor, Tensor, Tensor]  # q (B, H, T, hd), k and v (B, Hkv, T, hd)
 
@@ -60,8 +65,6 @@ class BlockLocalAttention(
     @classmethod
     def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
         issues = super().check(cfg, dims)
-        if cfg.impl == "flex":
-            issues.append(("impl", f"{cls.name} runs blocked or dense, not flex"))
         if cfg.sinks or cfg.softcap is not None:
             issues.append(("sinks" if cfg.sinks else "softcap", f"not supported by {cls.name}"))
         return issues
@@ -74,10 +77,12 @@ class BlockLocalAttention(
         """Extra keys every query may see (none here; transient-global adds its summaries)."""
         return None
 
-    def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:
+    def attend(
+        self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None
+    ) -> tuple[Tensor, Tensor | None]:
         if memory is not None:
             raise ValueError(f"attention {self.name!r} is self-attention only")
-        if not self.cfg.use_position:
+        if not self.uses_position:
             ctx = replace(ctx, position=None, position_state=None)
         if ctx.position is not None and ctx.position.capabilities.values:
             raise ValueError(f"attention {self.name!r} cannot apply position values")
@@ -86,9 +91,11 @@ class BlockLocalAttention(
         valid = ctx.mask.key_padding
         valid = torch.ones(1, T, dtype=torch.bool, device=x.device) if valid is None else valid
         side = self.side_keys(x, valid, ctx)
-        path = self._dense if self.cfg.impl == "dense" or ctx.want_probs else self._blocked
-        out = path((q, k, v), valid, side, ctx)  # (B, H, T, hd)
-        return self.out(out.transpose(1, 2).reshape(B, T, self.q_dim))
+        if ctx.want_probs or self.attention_impl in DENSE:
+            out, probs = self._dense((q, k, v), valid, side, ctx)  # (B, H, T, hd)
+        else:
+            out, probs = self._blocked((q, k, v), valid, side, ctx), None
+        return self.out(out.transpose(1, 2).reshape(B, T, self.q_dim)), probs
 
     def _score_scale(self) -> float:
         return self.scale if self.scale is not None else self.head_dim**-0.5
@@ -156,18 +163,13 @@ class BlockLocalAttention(
             kw.reshape(B * nb, Hkv, W, hd),
             vw.reshape(B * nb, Hkv, W, hd),
         )
-        if takes_eager(self.cfg.eager, qb):
+        if takes_eager(self.attention_impl, qb):
             out = self._eager(qb, kw, vw, mask)  # (B*nb, H, bl, hd)
-        else:
-            out = F.scaled_dot_product_attention(
-                qb,
-                kw,
-                vw,
-                attn_mask=mask,
-                dropout_p=self.dropout if self.training else 0.0,
-                scale=self.scale,
-                enable_gqa=Hkv != H,
-            )  # (B*nb, H, bl, hd)
+        else:  # the additive window mask as SDPA's score bias
+            dropout = self.dropout if self.training else 0.0
+            scoring = Scoring(scale=self.scale, bias=mask, dropout=dropout)
+            no_mask = AttentionMask(block, W, device=q.device)
+            out, _ = sdpa(qb, kw, vw, no_mask, scoring)  # (B*nb, H, bl, hd)
         out = out.view(B, nb, H, block, hd) * seen.expand(B, nb, block)[:, :, None, :, None]
         return out.transpose(1, 2).reshape(B, H, Tp, hd)[:, :, :T]  # (B, H, T, hd)
 
@@ -185,7 +187,7 @@ class BlockLocalAttention(
 
     def _dense(
         self, qkv: QKV, valid: Tensor, side: SideKeys | None, ctx: AttentionContext
-    ) -> Tensor:
+    ) -> tuple[Tensor, Tensor]:
         """Reference: the (T, T) band of width radius with the stack's bias: (B, H, T, hd)."""
         q, k, v = qkv
         B, H, T, _ = q.shape
@@ -214,6 +216,5 @@ class BlockLocalAttention(
             side_scores = side_scores.masked_fill(~side.keep[:, None], float("-inf"))
             scores, v = torch.cat([scores, side_scores], -1), torch.cat([v, sv], 2)
         probs = torch.softmax(scores, -1).nan_to_num(0.0).to(q.dtype)  # empty rows: zeros
-        self.record_probs(ctx, q, k, scale=scale, probs=probs[..., :T])
-        probs = F.dropout(probs, self.dropout, self.training)
-        return probs @ v  # (B, H, T, hd)
+        dropped = F.dropout(probs, self.dropout, self.training)
+        return dropped @ v, probs[..., :T]  # (B, H, T, hd), (B, H, T, T)

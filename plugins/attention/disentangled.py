@@ -16,16 +16,19 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from archzoo.attention_probs import attention_probs
+from archzoo.attention_template import KernelRunner
 from archzoo.component import param
 from archzoo.interfaces import Attention, AttentionContext
+from archzoo.kernels import Scoring
 
-from .eager import takes_eager
+from .kernels.eager import takes_eager
 from .mha import MultiHeadAttention
 
 TERMS = ("c2p", "p2c")
 
 
-class DisentangledAttention(Attention, name="disentangled"):
+class DisentangledAttention(KernelRunner, Attention, name="disentangled"):
     """DeBERTa's attention: content plus c2p / p2c terms over a shared relative table (SDPA)"""
 
     class Config:
@@ -46,12 +49,6 @@ class DisentangledAttention(Attention, name="disentangled"):
         )
         uniform_padded: bool = param(
             False, "a padded query averages every value (HF's fully masked 2-D mask rows)"
-        )
-        eager: bool = param(
-            False,
-            "transformers' DeBERTa-v2 ops in q's dtype, not SDPA: k and each gathered term "
-            "divided by sqrt(head_dim * factor) rounded to that dtype, a float32 softmax, "
-            "probs @ v (its bits in bf16; 16-bit floats only, wider ones keep SDPA)",
         )
 
     def __init__(self, cfg: Any, dims: Any, **_: Any) -> None:
@@ -127,7 +124,9 @@ class DisentangledAttention(Attention, name="disentangled"):
             scores = term if scores is None else scores + term
         return scores
 
-    def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:
+    def attend(
+        self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None
+    ) -> tuple[Tensor, Tensor | None]:
         if memory is not None:
             raise ValueError("attention 'disentangled' does not cross-attend")
         B, T, _ = x.shape
@@ -145,29 +144,25 @@ class DisentangledAttention(Attention, name="disentangled"):
                 f"'deberta_relative' (its relative table), got "
                 f"{pos.name if pos is not None else None!r}"
             )
-        eager = takes_eager(self.cfg.eager, q)
+        eager = takes_eager(self.attention_impl, q)
         if eager:
-            out = self._eager(q, k, v, ctx)
+            out, probs = self._eager(q, k, v, ctx)
         else:
             bias = None
             if self.cfg.terms:
                 bias = self.relative_scores(q, k, state) * self.scale  # (B, H, Tq, Tk)
             elif pos is not None:
                 bias = pos.score_bias(state, q, k, self.scale)
-            self.record_probs(ctx, q, k, scale=self.scale, bias=bias)  # only when asked
-            out = F.scaled_dot_product_attention(
-                q,
-                k,
-                v,
-                **ctx.mask.sdpa(bias, q.dtype),
-                dropout_p=self.dropout if self.training else 0.0,
-                scale=self.scale,
-            )  # (B, H, T, hd)
+            dropout = self.dropout if self.training else 0.0
+            scoring = Scoring(scale=self.scale, bias=bias, dropout=dropout)
+            out, probs = self.run_kernel(q, k, v, ctx.mask, scoring)  # (B, H, T, hd)
+            if ctx.want_probs and probs is None:
+                probs = attention_probs(q, k, ctx.mask, scale=self.scale, bias=bias)
         out = ctx.mask.zero_empty_rows(out)
         query_real = self._real_queries(ctx, T)
         if query_real is not None and not eager:
             out = torch.where(query_real, out, v.mean(-2, keepdim=True))  # uniform over keys
-        return self.out(out.transpose(1, 2).reshape(B, T, self.inner))  # (B, T, d_model)
+        return self.out(out.transpose(1, 2).reshape(B, T, self.inner)), probs  # (B, T, d_model)
 
     def _real_queries(self, ctx: AttentionContext, T: int) -> Tensor | None:
         """With `uniform_padded` and padding: bool (B, 1, T, 1), the real queries."""
@@ -177,7 +172,9 @@ class DisentangledAttention(Attention, name="disentangled"):
         start = ctx.mask.q_offset
         return real[:, None, start : start + T, None]
 
-    def _eager(self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext) -> Tensor:
+    def _eager(
+        self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext
+    ) -> tuple[Tensor, Tensor]:
         """Attention (B, H, Tq, hd) in HF DisentangledSelfAttention's ops and order."""
         pos, state = ctx.position, ctx.position_state
         root = torch.tensor(self.scale**-2, dtype=torch.float32).sqrt().to(q.dtype)
@@ -194,5 +191,4 @@ class DisentangledAttention(Attention, name="disentangled"):
             scores = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
         upcast = torch.promote_types(scores.dtype, torch.float32)  # fp16/bf16 in fp32
         probs = scores.softmax(-1, dtype=upcast).to(q.dtype)
-        self.record_probs(ctx, q, k, scale=self.scale, probs=probs)
-        return F.dropout(probs, self.dropout, self.training) @ v
+        return F.dropout(probs, self.dropout, self.training) @ v, probs

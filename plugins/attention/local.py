@@ -6,16 +6,16 @@ Mistral's `sliding_window` and GPT-Neo's `window_size`. Bidirectional: |q - k| <
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from torch import Tensor
 
-from archzoo.attention_probs import attention_probs, scatter_keys
+from archzoo.attention_probs import scatter_keys
 from archzoo.component import param
 from archzoo.interfaces import AttentionContext
+from archzoo.masks import AttentionMask
 
-from .sparse import SparseAttention, SparsePattern, band_layout, masked_sdpa
+from .sparse import SparseAttention, SparsePattern, band_layout
 
 
 class LocalPattern(SparsePattern):
@@ -47,21 +47,23 @@ class LocalAttention(SparseAttention, name="local"):
     def cache_layout(self) -> tuple[int, int, int | None]:
         return self.n_kv, self.head_dim, self.cfg.window  # decoding keeps only the window
 
-    def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:
+    def attend(
+        self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None
+    ) -> tuple[Tensor, Tensor | None]:
         cache = ctx.cache
         if cache is None or cache.window is None:
-            return super().forward(x, ctx, memory)
-        q, k, v = self.project(x, replace(ctx, cache=None), None)
+            return super().attend(x, ctx, memory)
+        q, k, v = self.project(x, ctx.with_cache(None), None)
         index, valid = ctx.mask.query_positions(), ctx.mask.query_valid(x.shape[0])
         if cache.length == 0 and ctx.mask.q_offset == 0:  # prefill: the blocked path
-            out = self._attend(q, k, v, ctx)
+            out = self.attend_qkv(x, q, k, v, ctx)
             cache.store(k, v, index, valid)  # then keep only the prompt's last window
             return out
         return self._decode(q, k, v, ctx, index, valid)
 
     def _decode(
         self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext, index: Tensor, valid: Tensor
-    ) -> Tensor:
+    ) -> tuple[Tensor, Tensor | None]:
         """New queries (at sequence positions `index`) against the cached window plus the new
         keys (B, Hkv, W + T, hd)."""
         B, _, Tq, _ = q.shape
@@ -70,27 +72,11 @@ class LocalAttention(SparseAttention, name="local"):
         keep = (key_index[None] <= q_index) & (key_index[None] > q_index - self.cfg.window)
         keep = keep & (key_index[None] >= 0)  # (Tq, S)
         keep = keep[None] & key_valid[:, None, :]  # (B, Tq, S)
-        out = masked_sdpa(
-            q,
-            keys,
-            values,
-            keep[:, None],
-            scale=self.scale,
-            sinks=self.sinks,
-            softcap=self.cfg.softcap,
-        )  # (B, H, Tq, hd)
+        window = AttentionMask.from_keep(keep[:, None])
+        scoring = self.make_scoring(q, keys, ctx.with_cache(None))
+        out, probs = self.run_kernel(q, keys, values, window, scoring)  # (B, H, Tq, hd)
         if ctx.want_probs:  # over the window's keys, scattered to their sequence positions
-            scale = self.scale if self.scale is not None else self.head_dim**-0.5
-            probs = attention_probs(
-                q,
-                keys,
-                None,
-                scale=scale,
-                keep=keep[:, None],
-                sinks=self.sinks,
-                softcap=self.cfg.softcap,
-            )
-            self.record_probs(
-                ctx, q, keys, scale=scale, probs=scatter_keys(probs, key_index, ctx.mask.k_len)
-            )
-        return self.out(out.transpose(1, 2).reshape(B, Tq, self.q_dim))
+            if probs is None:
+                probs = self.probabilities(q, keys, window, scoring)
+            probs = scatter_keys(probs, key_index, ctx.mask.k_len)
+        return self.out(out.transpose(1, 2).reshape(B, Tq, self.q_dim)), probs

@@ -15,21 +15,16 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from archzoo.component import param
 from archzoo.interfaces import AttentionContext
+from archzoo.kernels import Scoring
 from archzoo.masks import AttentionMask
 
-from .sparse import (
-    GlobalQKV,
-    SparseAttention,
-    SparsePattern,
-    band_layout,
-    key_block_any,
-    masked_sdpa,
-)
+from .kernels.masked import masked_sdpa
+from .kernels.sdpa import sdpa
+from .sparse import GlobalQKV, SparseAttention, SparsePattern, band_layout, key_block_any
 
 
 class LongformerPattern(SparsePattern):
@@ -222,7 +217,8 @@ class GlobalProjections(GlobalQKV):
             keep = keep[:, None].expand(B, H, G, T).reshape(B, 1, H * G, T)
             px = masked_sdpa(qx, xs, xs, keep, scale=scale)  # (B, 1, H*G, d): sum_t p_t x_t
         else:
-            px = F.scaled_dot_product_attention(qx, xs, xs, scale=scale)
+            everything = AttentionMask(H * G, T, device=x.device)  # no factor: every key
+            px, _ = sdpa(qx, xs, xs, everything, Scoring(scale=scale))
         px = px.view(B, a.n_kv, group * G, d)
         out = torch.matmul(px, wv.transpose(-1, -2)).view(B, H, G, hd)  # Wv_h (sum_t p_t x_t)
         if a.v_global.bias is not None:

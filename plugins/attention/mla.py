@@ -14,14 +14,19 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
+from archzoo.attention_probs import attention_probs
+from archzoo.attention_template import KernelRunner
 from archzoo.component import param
 from archzoo.interfaces import Attention, AttentionContext, NormFactory
+from archzoo.kernels import Scoring
+from archzoo.masks import AttentionMask
 
 
-class MultiHeadLatentAttention(Attention, name="mla", kv_cache=True, accepts_bias=False, mup=True):
+class MultiHeadLatentAttention(
+    KernelRunner, Attention, name="mla", kv_cache=True, accepts_bias=False, mup=True
+):
     """multi-head latent attention (DeepSeek-V2/V3): a compressed KV latent + decoupled rotary key"""
 
     class Config:
@@ -97,70 +102,57 @@ class MultiHeadLatentAttention(Attention, name="mla", kv_cache=True, accepts_bia
         c, k_rope = self.kv_a(x).split([self.rank, self.rope], dim=-1)
         return self.kv_a_norm(c)[:, None], k_rope[:, None]
 
-    def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:
+    def attend(
+        self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None
+    ) -> tuple[Tensor, Tensor | None]:
         B, Tq, _ = x.shape
         q_nope, q_rope = self.queries(x)
         c, k_rope = self.latent(x)
         if ctx.position is not None:
             q_rope, k_rope = ctx.position.rotate(ctx.position_state, q_rope, k_rope)
+        absorb = False
         if ctx.cache is not None:
             c, k_rope = ctx.cache.append(c, k_rope)  # every cached token: (B, 1, Tk, .)
-            if self.cfg.absorb:
-                out = self.absorbed(q_nope, q_rope, c, k_rope, ctx)
-                return self.out(out.transpose(1, 2).reshape(B, Tq, -1))
-        out = self.expanded(q_nope, q_rope, c, k_rope, ctx)
-        return self.out(out.transpose(1, 2).reshape(B, Tq, -1))  # (B, Tq, H*v)
+            absorb = self.cfg.absorb
+        route = self.absorbed if absorb else self.expanded
+        out, probs = route(q_nope, q_rope, c, k_rope, ctx)  # (B, H, Tq, v)
+        return self.out(out.transpose(1, 2).reshape(B, Tq, -1)), probs  # (B, Tq, d_model)
+
+    def scoring(self, ctx: AttentionContext) -> Scoring:
+        dropout = self.dropout if self.training else 0.0
+        return Scoring(scale=self.scale, dropout=dropout, want_probs=ctx.want_probs)
 
     def expanded(
         self, q_nope: Tensor, q_rope: Tensor, c: Tensor, k_rope: Tensor, ctx: AttentionContext
-    ) -> Tensor:
-        """Per-head keys and values from the latent, then SDPA: (B, H, Tq, v)."""
+    ) -> tuple[Tensor, Tensor | None]:
+        """Per-head keys and values from the latent, then the kernel: (B, H, Tq, v)."""
         B, _, Tk, _ = c.shape
         kv = self.kv_b(c[:, 0]).view(B, Tk, self.n_heads, self.nope + self.v_dim)
         k_nope, v = kv.transpose(1, 2).split([self.nope, self.v_dim], dim=-1)  # (B, H, Tk, .)
         q = torch.cat([q_nope, q_rope], dim=-1)  # (B, H, Tq, nope + rope)
         k = torch.cat([k_nope, k_rope.expand(-1, self.n_heads, -1, -1)], dim=-1)
-        return self.attend(q, k, v, ctx)
+        out, probs = self.run_kernel(q, k, v, ctx.mask, self.scoring(ctx))
+        if ctx.want_probs and probs is None:
+            probs = attention_probs(q, k, ctx.mask, scale=self.scale)
+        return out, probs
 
     def absorbed(
         self, q_nope: Tensor, q_rope: Tensor, c: Tensor, k_rope: Tensor, ctx: AttentionContext
-    ) -> Tensor:
-        """Attention in latent space: one shared key/value "head" of the latent, (B, H, Tq, v)."""
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attention in latent space: one shared key/value "head" of the latent, (B, H, Tq, v).
+
+        The heads fold into the query rows, so the latent is read once instead of copied per
+        head (SDPA's grouped-query path expands it on CPU)."""
         w = self.kv_b.weight.view(self.n_heads, self.nope + self.v_dim, self.rank)
         w_uk, w_uv = w.split([self.nope, self.v_dim], dim=1)  # (H, nope, rank), (H, v, rank)
         q = torch.cat([q_nope @ w_uk, q_rope], dim=-1)  # (B, H, Tq, rank + rope)
         k = torch.cat([c, k_rope], dim=-1)  # (B, 1, Tk, rank + rope)
-        out = self.attend_shared(q, k, c, ctx)  # (B, H, Tq, rank)
-        return out @ w_uv.transpose(1, 2)  # (B, H, Tq, v)
-
-    def attend_shared(self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext) -> Tensor:
-        """SDPA with one key/value head for all: the heads fold into the query rows, so the
-        latent is read once instead of copied per head (SDPA's GQA expands it on CPU)."""
         B, H, Tq, E = q.shape
-        self.record_probs(ctx, q, k, scale=self.scale)  # only when asked
         keep = ctx.mask.dense()  # (B or 1, 1, Tq, Tk), or None when nothing is masked
         if keep is not None:
             keep = keep.expand(-1, H, -1, -1).reshape(keep.shape[0], 1, H * Tq, -1)
-        out = F.scaled_dot_product_attention(
-            q.reshape(B, 1, H * Tq, E),  # (B, 1, H*Tq, rank + rope)
-            k,
-            v,
-            attn_mask=keep,
-            dropout_p=self.dropout if self.training else 0.0,
-            scale=self.scale,
-        )  # (B, 1, H*Tq, rank)
-        return ctx.mask.zero_empty_rows(out.view(B, H, Tq, -1))
-
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext) -> Tensor:
-        """SDPA under the context's mask; k and v may have one head shared by all."""
-        self.record_probs(ctx, q, k, scale=self.scale)  # only when asked
-        out = F.scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            **ctx.mask.sdpa(None, q.dtype),
-            dropout_p=self.dropout if self.training else 0.0,
-            scale=self.scale,
-            enable_gqa=k.shape[1] != q.shape[1],
-        )
-        return ctx.mask.zero_empty_rows(out)
+        folded = AttentionMask(H * Tq, k.shape[2], keep=keep, device=q.device)
+        out, _ = self.run_kernel(q.reshape(B, 1, H * Tq, E), k, c, folded, self.scoring(ctx))
+        out = ctx.mask.zero_empty_rows(out.view(B, H, Tq, -1))  # (B, H, Tq, rank)
+        probs = attention_probs(q, k, ctx.mask, scale=self.scale) if ctx.want_probs else None
+        return out @ w_uv.transpose(1, 2), probs  # (B, H, Tq, v)

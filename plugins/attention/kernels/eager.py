@@ -14,12 +14,32 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from archzoo.kernels import Scoring, attention_kernel
+from archzoo.masks import AttentionMask
 
-def takes_eager(eager: bool, q: Tensor) -> bool:
-    """Whether an `eager` layer writes its attention out here: in 16-bit floats, where the op
-    order is part of the numbers. Wider floats keep SDPA: a rounding more or less is invisible
-    there, and SDPA runs several times faster without the (Tq, Tk) scores."""
-    return eager and q.element_size() < 4
+EAGER = ("eager", "baddbmm")  # the kernels that write transformers' eager order out
+
+
+def takes_eager(impl: str, q: Tensor) -> bool:
+    """Whether a layer running kernel `impl` attends in transformers' eager order here: in
+    16-bit floats, where the op order is part of the numbers (a component that writes its
+    family's own eager ops: LongT5's blocks, DeBERTa's relative terms)."""
+    return impl in EAGER and q.element_size() < 4
+
+
+def eager_refuses(q: Tensor, k: Tensor, mask: AttentionMask, scoring: Scoring) -> str | None:
+    """The eager order matters in 16-bit floats, where every op rounds. Wider floats go to
+    SDPA: a rounding more or less is invisible there, and SDPA runs several times faster
+    without the (Tq, Tk) scores. No soft-cap or value term: the explicit `math` kernel."""
+    if q.element_size() >= 4:
+        return f"{q.dtype}: transformers' eager order changes no bits in wide floats"
+    if scoring.softcap is not None:
+        return "soft-capped scores: the math kernel"
+    if scoring.needs_probs:
+        return "a position term on the values: the math kernel"
+    if scoring.global_qkv is not None:
+        return "separate global projections: the blocked kernel"
+    return None
 
 
 def eager_attention(
@@ -70,3 +90,21 @@ def _baddbmm_scores(q: Tensor, k: Tensor, bias: Tensor, scale: float) -> Tensor:
         bias, q.reshape(B * H, Tq, hd), k.reshape(B * H, Tk, hd).transpose(1, 2), alpha=scale
     )  # (B*H, Tq, Tk)
     return scores.view(B, H, Tq, Tk)
+
+
+@attention_kernel("eager", refuses=eager_refuses)
+def eager(
+    q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, scoring: Scoring
+) -> tuple[Tensor, Tensor]:
+    """transformers' eager attention op by op in the activations' 16-bit dtype (its bits)"""
+    out, probs = eager_attention(
+        q,
+        k,
+        v,
+        mask.dense(),
+        scale=scoring.scale_of(q),
+        bias=scoring.bias,
+        sinks=scoring.sinks,
+        dropout_p=scoring.dropout,
+    )  # (B, H, Tq, hd)
+    return mask.zero_empty_rows(out), probs

@@ -8,9 +8,6 @@ before the mask: exactly where transformers' Gemma 2 applies it.
 
 from __future__ import annotations
 
-import functools
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -23,17 +20,6 @@ from .sinks import softmax_with_sinks
 def soft_cap(x: Tensor, cap: float) -> Tensor:
     """cap * tanh(x / cap): close to x for |x| << cap, never beyond +-cap."""
     return torch.tanh(x / cap) * cap
-
-
-@functools.lru_cache(maxsize=64)
-def softcap_score_mod(cap: float) -> Any:
-    """FlexAttention's score_mod(score, b, h, q_idx, kv_idx) capping the scaled score (one
-    function per cap, so a compiled kernel is reused)."""
-
-    def score_mod(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        return torch.tanh(score / cap) * cap
-
-    return score_mod
 
 
 def capped_probs(

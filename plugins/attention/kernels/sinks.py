@@ -20,7 +20,7 @@ from torch import Tensor
 
 from archzoo.masks import AttentionMask
 
-from .flex import flex_available, mask_flex
+from .flex import flex_available, mask_flex, sink_correction
 
 
 def sink_sdpa(
@@ -50,13 +50,6 @@ def sink_sdpa(
     return F.scaled_dot_product_attention(
         q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale, enable_gqa=H != Hkv
     )
-
-
-def sink_correction(out: Tensor, lse: Tensor, sinks: Tensor) -> Tensor:
-    """A plain attention output (B, H, Tq, hd) and its logsumexp (B, H, Tq), sinks (H,) ->
-    the output with the sink in the denominator (a row with no key, L = -inf, gives 0)."""
-    share = torch.sigmoid(lse.float() - sinks.float().view(1, -1, 1))  # Z / (Z + e^sink)
-    return out * share.to(out.dtype)[..., None]
 
 
 def flex_lse_available(q: Tensor) -> bool:

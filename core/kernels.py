@@ -1,0 +1,203 @@
+"""Attention kernels chosen by name: the contract, and the dispatch that honours refusals.
+
+A kernel is a function (q, k, v, mask, scoring) -> (output, probabilities or None): q (B, H,
+Tq, hd), k and v (B, Hkv, Tk, hd), an `archzoo.masks.AttentionMask` (its factors, a sparse
+pattern among them) and the `Scoring` terms. It is declared where it is written,
+
+    @attention_kernel("sdpa", refuses=why_not)
+    def sdpa(q, k, v, mask, scoring): ...
+
+and registered through the plugin hook like a component (the registrar finds it in the
+module that defines it). `refuses(q, k, mask, scoring)` says why the kernel cannot compute
+this call exactly (a term it has no slot for, a device it does not run on), or None. The
+model's layers name their kernel (`set_attention_impl`); `dispatch` runs it, or, when it
+refuses, the `auto` kernel, which picks one that serves the call. The reason goes to the
+debug log of `archzoo.kernels`, never a different result in silence.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .masks import AttentionMask
+
+log = logging.getLogger(__name__)
+
+FALLBACK = "auto"  # the kernel that serves any call a chosen kernel refuses
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """The terms between q k^T and the weighted sum of values.
+
+    scale: the score scale. bias: an additive score term (B or 1, H or 1, Tq, Tk) already on
+    the scaled scale (positions: ALiBi, T5, DeBERTa). softcap: scores become cap * tanh(s /
+    cap) before the softmax (Gemma 2). sinks: (H,) a learned logit per head in each softmax
+    denominator (GPT-OSS). dropout: on the probabilities (training only). want_probs: the
+    caller asks for the probabilities (output_attentions). values: a position's term on the
+    values (Shaw's a^V), probabilities after dropout (B, H, Tq, Tk) -> (B, H, Tq, hd) added
+    to the output: only a kernel that forms the probabilities serves it. broadcast_kv: one
+    key/value head reaches SDPA as it is, broadcast over the query heads, not through its
+    grouped-query path (another kernel inside SDPA, other bits: Falcon's multi-query call).
+    global_qkv: separate q, k, v for a sparse pattern's global query rows (Longformer), an
+    object with `qkv()` and `rows_attention()`.
+    """
+
+    scale: float | None = None  # None: 1 / sqrt(head size), the kernel's own default
+    bias: Tensor | None = None
+    softcap: float | None = None
+    sinks: Tensor | None = None
+    dropout: float = 0.0
+    want_probs: bool = False
+    values: Callable[[Tensor], Tensor] | None = None
+    broadcast_kv: bool = False
+    global_qkv: Any = None
+
+    @property
+    def needs_probs(self) -> bool:
+        """Whether the output itself needs the probabilities (a value term)."""
+        return self.values is not None
+
+    def scale_of(self, q: Tensor) -> float:
+        """The score scale as a number: `scale`, or 1 / sqrt(q's head size)."""
+        return self.scale if self.scale is not None else q.shape[-1] ** -0.5
+
+
+Run = Callable[[Tensor, Tensor, Tensor, AttentionMask, Scoring], tuple[Tensor, Tensor | None]]
+Refuses = Callable[[Tensor, Tensor, AttentionMask, Scoring], str | None]
+
+
+@dataclass(frozen=True)
+class AttentionKernel:
+    """A named kernel: `run` computes, `refuses` says when it cannot (None: it can)."""
+
+    name: str
+    run: Run
+    refuses: Refuses
+    summary: str
+    module: str
+
+    def __call__(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, scoring: Scoring
+    ) -> tuple[Tensor, Tensor | None]:
+        return self.run(q, k, v, mask, scoring)
+
+
+def _serves_all(q: Tensor, k: Tensor, mask: AttentionMask, scoring: Scoring) -> str | None:
+    return None
+
+
+def attention_kernel(
+    name: str, *, refuses: Refuses | None = None
+) -> Callable[[Run], AttentionKernel]:
+    """Declare the decorated function as the attention kernel `name` (its docstring's first
+    line is its summary); the registrar registers it from the module that defines it."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"attention kernel name {name!r} is not an identifier")
+
+    def declare(run: Run) -> AttentionKernel:
+        summary = (run.__doc__ or "").strip().splitlines()[0] if run.__doc__ else ""
+        return AttentionKernel(name, run, refuses or _serves_all, summary, run.__module__)
+
+    return declare
+
+
+def dispatch(
+    kernel: AttentionKernel,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: AttentionMask,
+    scoring: Scoring,
+    fallback: Callable[[], AttentionKernel],
+) -> tuple[Tensor, Tensor | None]:
+    """Run `kernel`, or `fallback()` (the `auto` kernel) when it refuses this call."""
+    why = kernel.refuses(q, k, mask, scoring)
+    if why is not None:
+        if not torch.compiler.is_compiling():
+            log.debug("attention kernel %r cannot serve this call (%s): auto", kernel.name, why)
+        kernel = fallback()
+    out, probs = kernel.run(q, k, v, mask, scoring)
+    if scoring.needs_probs and probs is None:
+        raise RuntimeError(f"attention kernel {kernel.name!r} returned no probabilities")
+    return out, probs
+
+
+# spec keys that chose a kernel before kernels were chosen at run time: key -> its meaning
+DEPRECATED_KEYS = ("eager", "fused_bias", "impl")
+_IMPL_NAMES = {"auto": "auto", "blocked": "blocked", "dense": "sdpa", "flex": "flex"}
+
+
+def deprecated_choice(value: dict[str, Any], where: str) -> tuple[str | None, list[tuple]]:
+    """The kernel that an attention mapping's old keys (`eager`, `fused_bias`, `impl`) chose,
+    with a DeprecationWarning, and (key, problem) pairs for values that mean nothing."""
+    old = {key: value[key] for key in DEPRECATED_KEYS if key in value}
+    if not old:
+        return None, []
+    warnings.warn(
+        f"{where}: {', '.join(old)} chose the attention kernel in the spec; the kernel is "
+        "now a run-time choice (attention_impl=, --attn-impl) and these keys will be removed",
+        DeprecationWarning,
+        stacklevel=4,
+    )
+    issues = []
+    choice = None
+    if old.get("impl") is not None:
+        choice = _IMPL_NAMES.get(old["impl"])
+        if choice is None:
+            issues.append(("impl", f"must be one of {', '.join(_IMPL_NAMES)}, got {old['impl']!r}"))
+    if old.get("eager") is True:
+        choice = "baddbmm" if old.get("fused_bias") is True else "eager"
+    elif old.get("fused_bias") is True:
+        issues.append(("fused_bias", "is eager attention's baddbmm: set eager: true too"))
+    return choice, issues
+
+
+def split_old_keys(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str | None, str]]:
+    """A converter's spec without kernel keys, and the kernels they chose per stack (None:
+    every stack; "encoder"/"decoder": that stack's section; its layers' entries count for
+    it). A stack section inherits the top-level choice, as its attention inherits the keys."""
+
+    def take(attention: Any) -> tuple[Any, str | None]:
+        if not isinstance(attention, dict) or not any(k in attention for k in DEPRECATED_KEYS):
+            return attention, None
+        old = {k: attention[k] for k in DEPRECATED_KEYS if k in attention}
+        eager = old.get("eager") is True
+        choice = ("baddbmm" if old.get("fused_bias") else "eager") if eager else None
+        choice = choice or _IMPL_NAMES.get(old.get("impl"))
+        return {k: v for k, v in attention.items() if k not in old}, choice
+
+    def section(part: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+        part = dict(part)
+        part["attention"], choice = take(part.get("attention"))
+        if part["attention"] is None:
+            del part["attention"]
+        layers = part.get("layers")
+        if isinstance(layers, list):
+            entries = []
+            for entry in layers:
+                if isinstance(entry, dict):
+                    entry = dict(entry)
+                    entry["attention"], found = take(entry.get("attention"))
+                    if entry["attention"] is None:
+                        del entry["attention"]
+                    choice = choice or found
+                entries.append(entry)
+            part["layers"] = entries
+        return part, choice
+
+    out, top = section(data)
+    choices: dict[str | None, str] = {None: top} if top else {}
+    for stack in ("encoder", "decoder"):
+        if isinstance(out.get(stack), dict):
+            out[stack], choice = section(out[stack])
+            if choice:
+                choices[stack] = choice
+    return out, choices

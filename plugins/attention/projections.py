@@ -1,0 +1,176 @@
+"""The q, k, v and output projections every softmax attention shares, as options and a mixin.
+
+`ProjectionConfig` holds the options (head counts, fusing, biases and their rounding, query
+scaling, q/k norms, clamping, sinks, soft-cap); `Projections` builds the parameters on the
+attention module itself (`qkv` or `q`/`kv` or `q`/`k`/`v`, `out`, `q_norm`, `k_norm`, `sinks`:
+the names the converters map) and supplies the template's `project_*` steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+
+from archzoo.component import param
+from archzoo.interfaces import NormFactory
+from archzoo.linear import make_linear
+
+
+@dataclass
+class ProjectionConfig:
+    n_kv_heads: int | None = param(
+        None, "key/value heads (null: n_heads; 1: MQA)", min=1, null="n_heads"
+    )
+    fused_qkv: bool = param(True, "one projection for q, k and v (k and v for cross)")
+    bias: bool = param(True, "biases on the q/k/v projections")
+    out_bias: bool | None = param(
+        None, "bias on the output projection (null: as bias)", null="bias"
+    )
+    bias_apart: bool = param(
+        False, "add the projections' biases after the matmul, x @ W.T + b (Falcon's rounding)"
+    )
+    scale: float | None = param(None, "score scale (null: 1/sqrt(head_dim))", gt=0.0)
+    scale_query: bool = param(
+        False,
+        "multiply q by the scale right after its projection, rounded in q's dtype, and "
+        "attend with scale 1 (OPT: transformers' order, bit-equal in bf16)",
+    )
+    use_position: bool = param(
+        True, "apply the stack's position rotation/bias here (false: a NoPE layer, SmolLM3)"
+    )
+    qk_norm: Literal["none", "head", "each_head", "full"] = param(
+        "none",
+        "normalise q and k with the spec's norm: per head (Qwen3), per head with weights "
+        "of its own (StableLM) or whole (OLMo 2)",
+    )
+    qk_norm_bias: bool = param(True, "q/k norms shift too when the norm has a bias")
+    clip_qkv: float | None = param(
+        None, "clamp the q/k/v projections to [-clip, clip] (MPT)", gt=0.0
+    )
+    kv_broadcast: bool = param(
+        False,
+        "one key/value head reaches SDPA as is, broadcast over the query heads (Falcon's "
+        "multi-query call: another kernel, other bits), not through enable_gqa",
+    )
+    sinks: bool = param(
+        False, "a learned logit per head in every softmax denominator, no value (GPT-OSS)"
+    )
+    softcap: float | None = param(
+        None, "soft-cap scores to cap * tanh(s / cap) before the softmax (Gemma 2)", gt=0.0
+    )
+
+
+def projection_issues(cfg: Any, dims: Any) -> list[tuple[str, str]]:
+    """Checks of the options against the model's sizes: (parameter, problem) pairs."""
+    if cfg.n_kv_heads is not None and dims.n_heads % cfg.n_kv_heads:
+        problem = f"n_heads {dims.n_heads} is not divisible by n_kv_heads {cfg.n_kv_heads}"
+        return [("n_kv_heads", problem)]
+    return []
+
+
+class Projections:
+    """Mixin of an attention module: its projections, built by `build_projections`."""
+
+    def build_projections(
+        self, cfg: Any, dims: Any, *, cross: bool, make_norm: NormFactory | None
+    ) -> None:
+        self.cross = cross
+        self.n_heads = dims.n_heads
+        self.n_kv = cfg.n_kv_heads or dims.n_heads
+        self.head_dim = dims.head_dim
+        d, q_dim, kv_dim = dims.d_model, dims.n_heads * dims.head_dim, self.n_kv * dims.head_dim
+        self.q_dim, self.kv_dim = q_dim, kv_dim
+        linear = partial(make_linear, bias=cfg.bias, bias_apart=cfg.bias_apart)
+        if cfg.fused_qkv and not cross:
+            self.qkv = linear(d, q_dim + 2 * kv_dim)
+        elif cfg.fused_qkv:
+            self.q = linear(d, q_dim)
+            self.kv = linear(d, 2 * kv_dim)
+        else:
+            self.q, self.k, self.v = linear(d, q_dim), linear(d, kv_dim), linear(d, kv_dim)
+        self.out = linear(q_dim, d, bias=cfg.bias if cfg.out_bias is None else cfg.out_bias)
+        self.scale = cfg.scale
+        if cfg.scale is None and dims.score_exponent != 0.5:  # muP: 1 / head_dim
+            self.scale = dims.head_dim**-dims.score_exponent
+        self.query_scale = None  # set: q is scaled on projection and scores are not
+        if cfg.scale_query:
+            self.query_scale = self.scale if self.scale is not None else dims.head_dim**-0.5
+            self.scale = 1.0
+        self.q_norm = self.k_norm = None
+        if cfg.qk_norm != "none" and not cross:
+            self._build_qk_norms(cfg, dims, make_norm)
+        self.sinks = nn.Parameter(torch.zeros(dims.n_heads)) if cfg.sinks else None  # (H,)
+        self.uses_position = cfg.use_position
+
+    def _build_qk_norms(self, cfg: Any, dims: Any, make_norm: NormFactory | None) -> None:
+        if make_norm is None:
+            raise ValueError("qk_norm needs the spec's norm factory (make_norm)")
+        options = {} if cfg.qk_norm_bias else {"bias": False}
+        if cfg.qk_norm == "full":
+            self.q_norm = make_norm(self.q_dim, **options)
+            self.k_norm = make_norm(self.kv_dim, **options)
+        elif cfg.qk_norm == "head":
+            self.q_norm = make_norm(dims.head_dim, **options)
+            self.k_norm = make_norm(dims.head_dim, **options)
+        else:  # each_head: weights (H, hd), a row per head
+            self.q_norm = make_norm(dims.head_dim, heads=self.n_heads, **options)
+            self.k_norm = make_norm(dims.head_dim, heads=self.n_kv, **options)
+
+    def scoring_terms(self) -> dict[str, Any]:
+        broadcast = self.cfg.kv_broadcast and self.n_kv == 1
+        return dict(
+            scale=self.scale, softcap=self.cfg.softcap, sinks=self.sinks, broadcast_kv=broadcast
+        )
+
+    def cache_layout(self) -> tuple[int, int, int | None]:
+        return self.n_kv, self.head_dim, None
+
+    def _clip(self, t: Tensor) -> Tensor:
+        clip = self.cfg.clip_qkv
+        return t if clip is None else t.clamp(-clip, clip)
+
+    def _scale_query(self, q: Tensor) -> Tensor:
+        return q if self.query_scale is None else q * self.query_scale
+
+    def _heads(self, t: Tensor, n: int) -> Tensor:
+        B, T, _ = t.shape
+        return t.view(B, T, n, self.head_dim).transpose(1, 2)  # (B, n, T, hd)
+
+    def project_q(self, x: Tensor) -> Tensor:
+        """Cross-attention queries (B, H, Tq, hd)."""
+        return self._scale_query(self._heads(self.q(x), self.n_heads))
+
+    def project_kv(self, src: Tensor) -> tuple[Tensor, Tensor]:
+        """k and v (B, Hkv, Tk, hd) of a source sequence (cross-attention memory)."""
+        if hasattr(self, "kv"):
+            k, v = self.kv(src).split([self.kv_dim, self.kv_dim], dim=-1)
+        else:
+            k, v = self.k(src), self.v(src)
+        return self._heads(k, self.n_kv), self._heads(v, self.n_kv)
+
+    def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """q (B, H, T, hd), k and v (B, Hkv, T, hd) of the new tokens, q/k normed."""
+        norm = self.cfg.qk_norm
+        if "qkv" in self._modules and norm != "full":  # heads straight from the fused output
+            B, T, _ = x.shape
+            heads = self.n_heads + 2 * self.n_kv
+            qkv = self._clip(self.qkv(x)).view(B, T, heads, self.head_dim).transpose(1, 2)
+            # qkv: (B, H + 2 Hkv, T, hd); the same views as splitting features first
+            q, k, v = qkv.split_with_sizes([self.n_heads, self.n_kv, self.n_kv], dim=1)
+        else:
+            if "qkv" in self._modules:
+                sizes = [self.q_dim, self.kv_dim, self.kv_dim]
+                q, k, v = self._clip(self.qkv(x)).split(sizes, dim=-1)
+            else:
+                q, k, v = self._clip(self.q(x)), self._clip(self.k(x)), self._clip(self.v(x))
+            if norm == "full":  # over all heads at once: (B, T, H*hd)
+                q, k = self.q_norm(q), self.k_norm(k)
+            q, k = self._heads(q, self.n_heads), self._heads(k, self.n_kv)
+            v = self._heads(v, self.n_kv)
+        if norm in ("head", "each_head"):  # each head's hd features: (B, H, T, hd)
+            q, k = self.q_norm(q), self.k_norm(k)
+        return self._scale_query(q), k, v
