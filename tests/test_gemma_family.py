@@ -15,8 +15,8 @@ from hf_util import V, assert_greedy_equal, max_diff_unpadded, padded_batch, per
 import archzoo
 from archzoo.interfaces import AttentionContext
 from archzoo.masks import AttentionMask
-from archzoo.plugins.attention.local import LocalPattern
 from archzoo.plugins.attention.kernels.softcap import soft_cap
+from archzoo.plugins.attention.local import LocalPattern
 from archzoo.plugins.attention.sparse import blocked_attention, dense_attention, flex_attention
 
 ATTN_CAP, FINAL_CAP = 5.0, 3.0

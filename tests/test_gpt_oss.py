@@ -20,8 +20,8 @@ from hf_util import (
 import archzoo
 from archzoo.interfaces import AttentionContext
 from archzoo.masks import AttentionMask
-from archzoo.plugins.attention.local import LocalPattern
 from archzoo.plugins.attention.kernels.sinks import sink_attention
+from archzoo.plugins.attention.local import LocalPattern
 from archzoo.plugins.attention.sparse import attend
 
 B, H, HKV, T, HD = 3, 4, 2, 11, 8

@@ -13,10 +13,10 @@ from conftest import tiny
 import archzoo
 from archzoo import SpecError
 from archzoo.masks import AttentionMask
-from archzoo.plugins.attention.kernels.band import band_applies
 from archzoo.plugins.attention.bigbird import bigbird_layout
 from archzoo.plugins.attention.block_sparse import BlockLayoutPattern, generated_layout
 from archzoo.plugins.attention.fixed import FixedPattern
+from archzoo.plugins.attention.kernels.band import band_applies
 from archzoo.plugins.attention.local import LocalPattern
 from archzoo.plugins.attention.longformer import LongformerPattern, global_attention
 from archzoo.plugins.attention.sparse import (
