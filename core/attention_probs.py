@@ -1,7 +1,7 @@
 """Attention probabilities on request: computed beside the fast path, only where asked for.
 
 SDPA and FlexAttention never materialise the probabilities. When a layer is asked for them
-(`AttentionContext.want_probs`), its attention calls `Attention.record_probs`, whose default
+(`AttentionContext.want_probs`) and its kernel forms none, the attention template
 recomputes softmax(q k^T * scale + bias) under the mask here; the layer's output still
 comes from its fast path, and layers not asked keep it alone.
 """

@@ -14,7 +14,7 @@ from torch import Tensor
 
 from . import attention_probs as _probs
 from .interfaces import Attention, AttentionContext
-from .kernels import Scoring, dispatch
+from .kernels import FALLBACK, Scoring, dispatch
 from .masks import AttentionMask, Pattern
 from .registry import get_registry
 
@@ -30,7 +30,7 @@ class KernelRunner:
         """Step 5: the layer's kernel, or `auto` where it refuses the call."""
         registry = get_registry()
         kernel = registry.kernel(self.attention_impl)
-        return dispatch(kernel, q, k, v, mask, scoring, lambda: registry.kernel("auto"))
+        return dispatch(kernel, q, k, v, mask, scoring, lambda: registry.kernel(FALLBACK))
 
 
 class AttentionTemplate(KernelRunner, Attention):

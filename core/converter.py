@@ -266,6 +266,8 @@ class Converter:
     default_task: ClassVar[str] = ""
     refused: ClassVar[Mapping[str, str]] = {}  # HF architecture suffix -> why it is not imported
     alias_of: ClassVar[str] = ""  # an alias (archzoo.hf_alias): the model_type whose table it is
+    # the attention kernel that gives transformers' numbers (archzoo.kernels), None: auto
+    attention_impl: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **declared: str) -> None:
         """Declare the type in the class line: `class X(Converter, model_type="x",
@@ -281,6 +283,11 @@ class Converter:
         if "tasks" in vars(cls) and "default_task" not in vars(cls) and cls.tasks:
             # the type's own head: the first task but the headless `Model`
             cls.default_task = next((k for k in cls.tasks if k != "Model"), next(iter(cls.tasks)))
+
+    def attention_kernel(self, config: dict[str, Any]) -> str | None:
+        """The kernel `from_hf` runs by default: transformers' own order where it attends
+        eagerly (`attention_impl`), else None (auto)."""
+        return self.attention_impl
 
     def task_of(self, config: dict[str, Any], tensor_names: Sequence[str] = ()) -> str:
         """The task key: from `architectures`, else from the tensors present."""

@@ -14,7 +14,6 @@ from .converter import ConversionError, Converter, TensorSource
 from .errors import SpecError
 from .hf_tensors import ZooNames
 from .hub import parse_hub_id, snapshot
-from .kernels import split_old_keys
 from .model import ZooModel
 from .placement import as_device, as_dtype
 from .progress import progress_bar
@@ -118,7 +117,6 @@ def _convert(
                     f"checkpoint, not {config.get('architectures')}"
                 )
             head.update(pooling)
-        spec_data, kernels = split_old_keys(spec_data)  # the kernels transformers runs
         spec = load_spec(spec_data, registry=reg)
     except SpecError as exc:  # name the file the bad values came from
         raise ConversionError(f"{d / 'config.json'}: describes an invalid model:\n{exc}") from None
@@ -142,8 +140,9 @@ def _convert(
             raise _converter_failed(d, model_type, reg, exc) from None
     src.check_complete()
     load_state(model, state, {}, str(d))
-    for stack, name in kernels.items():  # transformers' eager order where it runs one
-        model.set_attention_impl(name, stack=stack)
+    kernel = converter.attention_kernel(config)
+    if kernel is not None:  # transformers' eager order where it attends eagerly
+        model.set_attention_impl(kernel)
     return model
 
 

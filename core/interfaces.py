@@ -9,7 +9,6 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from . import attention_probs as _probs
 from .component import Component
 from .head import Head as Head  # the head kind's interface lives in its own file
 from .masks import AttentionMask, causal_mask
@@ -167,7 +166,7 @@ class AttentionContext:
     cache: Any = None
     inputs: Mapping[str, Tensor] = field(default_factory=dict)
     want_probs: bool = False  # asked for this layer's probabilities (output_attentions)
-    probs: Tensor | None = None  # (B, H, Tq, Tk), set through Attention.record_probs
+    probs: Tensor | None = None  # (B, H, Tq, Tk): what Attention.attend returned, when asked
     input_ids: Tensor | None = None  # (B, T) the stack's token ids (new ones when decoding)
 
     def with_cache(self, cache: Any) -> AttentionContext:
@@ -237,31 +236,6 @@ class Attention(Component):
         if causal:
             return causal_mask(length, length)
         return torch.ones(length, length, dtype=torch.bool)
-
-    def record_probs(
-        self,
-        ctx: AttentionContext,
-        q: Tensor,
-        k: Tensor,
-        *,
-        scale: float,
-        bias: Tensor | None = None,
-        keep: Tensor | None = None,
-        probs: Tensor | None = None,
-        sinks: Tensor | None = None,
-        softcap: float | None = None,
-    ) -> None:
-        """For a component that writes its own `forward`: when `ctx.want_probs`, the
-        probabilities (B, H, Tq, Tk) it returns: the given `probs`, or the core's
-        recomputation from q, k, the mask, bias, `keep`, sinks (H,) and a score soft-cap."""
-        if ctx.want_probs:
-            ctx.probs = (
-                probs
-                if probs is not None
-                else _probs.attention_probs(
-                    q, k, ctx.mask, scale=scale, bias=bias, keep=keep, sinks=sinks, softcap=softcap
-                )
-            )
 
     def attend(
         self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None

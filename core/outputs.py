@@ -65,7 +65,7 @@ class StackRecord:
             if got.want_probs and got.probs is None:
                 raise ValueError(
                     f"attention {name!r} (layer {j}) does not report its probabilities: "
-                    "its forward must call self.record_probs(ctx, q, k, scale=...)"
+                    "its attend() must return them when ctx.want_probs is set"
                 )
             out.append(got.probs if got.want_probs else None)
 

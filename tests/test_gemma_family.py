@@ -17,7 +17,8 @@ from archzoo.interfaces import AttentionContext
 from archzoo.masks import AttentionMask
 from archzoo.plugins.attention.kernels.softcap import soft_cap
 from archzoo.plugins.attention.local import LocalPattern
-from archzoo.plugins.attention.sparse import blocked_attention, dense_attention, flex_attention
+from archzoo.plugins.attention.sparse import blocked_attention, dense_attention
+from archzoo.plugins.attention.sparse import flex_pattern_attention as flex_attention
 
 ATTN_CAP, FINAL_CAP = 5.0, 3.0
 SIZES = dict(

@@ -23,10 +23,12 @@ from archzoo.plugins.attention.sparse import (
     GlobalQKV,
     blocked_attention,
     dense_attention,
-    flex_attention,
     pattern_keep,
     pattern_mask,
     sparse_attention,
+)
+from archzoo.plugins.attention.sparse import (
+    flex_pattern_attention as flex_attention,
 )
 from archzoo.plugins.attention.strided import StridedPattern
 

@@ -165,7 +165,9 @@ def blocked_attention(q: Tensor, k: Tensor, v: Tensor, p: SparsePattern, **optio
     return sparse_attention(q, k, v, p, impl="blocked", **options)
 
 
-def flex_attention(q: Tensor, k: Tensor, v: Tensor, p: SparsePattern, **options: Any) -> Tensor:
+def flex_pattern_attention(
+    q: Tensor, k: Tensor, v: Tensor, p: SparsePattern, **options: Any
+) -> Tensor:
     """FlexAttention with a block mask from the pattern's predicate (no dropout)."""
     return sparse_attention(q, k, v, p, impl="flex", **options)
 

@@ -82,13 +82,18 @@ class BigBirdConverter(BertConverter, model_type="big_bird", hf_prefix="BigBird"
             raise ConversionError(QA_REFUSAL)
         return super().task_of(config, tensor_names)
 
+    def attention_kernel(self, config: dict[str, Any]) -> str | None:
+        """original_full: BigBirdSelfAttention's eager matmul, scale and softmax."""
+        full = get(config, "attention_type", "block_sparse") == "original_full"
+        return "eager" if full else None
+
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
         """block_sparse: HF's eval-mode ITC pattern (every random draw is block 0), dense at
         (5 + 2r) blocks or fewer, as HF falls back there; original_full: plain mha."""
         spec["attention"]["out_bias"] = True  # use_bias is q, k and v's only
         kind = get(config, "attention_type", "block_sparse")
         if kind == "original_full":  # BigBirdSelfAttention's eager matmul, scale, softmax
-            spec["attention"].update(kind="mha", eager=True)
+            spec["attention"].update(kind="mha")
             return
         if kind != "block_sparse":
             raise ConversionError(

@@ -63,6 +63,9 @@ class BigBirdPegasusConverter(
                 raise ConversionError(f"{arch} is not supported: {why}")
         return super().task_of(config, tensor_names)
 
+    def attention_kernel(self, config: dict[str, Any]) -> str | None:
+        return BigBirdConverter.attention_kernel(self, config)  # type: ignore[arg-type]
+
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
         """The encoder's attention as BigBird's (HF's eval-mode pattern, dense when short);
         the decoder's self- and cross-attention stay full."""

@@ -10,6 +10,7 @@ from .common import PAD, TIED_CAUSAL_LM, megatron_layer, table
 
 
 class BloomConverter(Converter, model_type="bloom", hf_prefix="Bloom", family="decoder"):
+    attention_impl = "baddbmm"  # transformers' bias + scale * q k^T in one baddbmm: its bits
     requires = {"apply_residual_connection_post_layernorm": False}
     fixed = spec_parts(
         "block: pre_ln, norm: layernorm",
@@ -17,7 +18,7 @@ class BloomConverter(Converter, model_type="bloom", hf_prefix="Bloom", family="d
         # transformers' BLOOM rounds as it computes: bias + scale * q k^T in one baddbmm over
         # the float32 slope * key position rounded to bf16, and its own tanh-GELU op order
         "position: {kind: alibi, form: key}",
-        "attention: {kind: mha, fused_qkv: true, bias: true, eager: true, fused_bias: true}",
+        "attention: {kind: mha, fused_qkv: true, bias: true}",
         "ffn: {kind: mlp, activation: gelu_bloom}",
     )
     fields = (

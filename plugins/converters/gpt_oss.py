@@ -27,11 +27,12 @@ LAYER_TYPES = ("sliding_attention", "full_attention")
 
 
 class GptOssConverter(LlamaConverter, model_type="gpt_oss", hf_prefix="GptOss"):
+    attention_impl = "eager"  # sinks: transformers attends op by op: its bits in 16-bit floats
     requires = {}  # hidden_act is not read by GPT-OSS's experts
     fixed = {
         **LlamaConverter.fixed,
         **spec_parts(
-            "attention: {kind: mha, fused_qkv: false, sinks: true, eager: true}",  # no SDPA
+            "attention: {kind: mha, fused_qkv: false, sinks: true}",
             "norm: {kind: rmsnorm, scale_fp32: true}",  # (w * x) in fp32, rounded once
             "ffn: {kind: moe, expert: glu, activation: swiglu_clamped, router: topk_softmax, "
             "router_bias: true, expert_bias: true}",

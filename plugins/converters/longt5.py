@@ -52,6 +52,7 @@ def encoder_part(spec: Mapping[str, Any], key: str) -> Any:
 
 class LongT5Converter(T5Converter, model_type="longt5", hf_prefix="LongT5"):
     tasks = {k: T5Converter.tasks[k] for k in ("Model", "ForConditionalGeneration", "EncoderModel")}
+    attention_impl = "eager"  # transformers attends op by op here: its bits in 16-bit floats
     tensors = TABLES["block_local"]
 
     def base_table(self, spec: Mapping[str, Any] | None = None) -> TensorTable:
@@ -63,7 +64,6 @@ class LongT5Converter(T5Converter, model_type="longt5", hf_prefix="LongT5"):
         super().adjust(spec, config)
         key = "encoder_attention_type"
         kind = ENCODER_ATTENTION.read(get(config, key, "local"), key)
-        spec["attention"] = {**spec["attention"], "eager": True}  # transformers' eager bits
         attention = {**spec["attention"], "kind": kind, "radius": get(config, "local_radius", 127)}
         if kind == "transient_global":
             attention["global_block"] = get(config, "global_block_size", 16)

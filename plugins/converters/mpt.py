@@ -20,11 +20,12 @@ UNSUPPORTED_ATTENTION = {
 
 
 class MptConverter(Converter, model_type="mpt", hf_prefix="Mpt", family="decoder"):
+    attention_impl = "eager"  # transformers attends op by op here: its bits in 16-bit floats
     requires = {"no_bias": True, "expansion_ratio": 4, "logit_scale": None}
     fixed = spec_parts(
         "embedding: token, position: alibi, block: pre_ln",
         "norm: {kind: layernorm, bias: false}",
-        "attention: {kind: mha, fused_qkv: true, bias: false, eager: true}",  # hand-written
+        "attention: {kind: mha, fused_qkv: true, bias: false}",
         "ffn: {kind: mlp, activation: gelu, bias: false}",
     )
     fields = (

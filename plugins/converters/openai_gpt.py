@@ -18,9 +18,10 @@ AFN = Values({"gelu": "gelu_new", "relu": "relu", "silu": "silu", "swish": "silu
 class OpenAIGPTConverter(
     Converter, model_type="openai-gpt", hf_prefix="OpenAIGPT", family="decoder"
 ):
+    attention_impl = "eager"  # transformers attends op by op here: its bits in 16-bit floats
     fixed = spec_parts(
         "embedding: token, position: learned, block: post_ln, norm: layernorm, ffn: mlp",
-        "attention: {kind: mha, fused_qkv: true, bias: true, eager: true}",  # hand-written
+        "attention: {kind: mha, fused_qkv: true, bias: true}",
     )
     fields = (  # GPT-2's keys less its activation, attention-scaling and FFN-width ones
         *(

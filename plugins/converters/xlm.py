@@ -38,12 +38,13 @@ SUMMARY = {  # XLMSequenceSummary as a plain linear on the first token
 class XLMConverter(
     Converter, model_type="xlm", hf_prefix="XLM", family="encoder", default_task="WithLMHeadModel"
 ):
+    attention_impl = "eager"  # transformers attends op by op here: its bits in 16-bit floats
     requires = {"asm": False, "is_encoder": True}  # adaptive softmax: not a tied projection
     fixed = spec_parts(
         "block: {kind: post_ln, zero_padded: true}, norm: layernorm, ffn: mlp",
         "position: {kind: learned, offset: 0}",
         "embedding: {kind: token, norm: true, word_types: true, positions_first: true}",
-        "attention: {kind: mha, fused_qkv: true, bias: true, scale_query: true, eager: true}",
+        "attention: {kind: mha, fused_qkv: true, bias: true, scale_query: true}",
     )
     fields = (*LAYER_FIELDS, *PAD)
     refused = {
