@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .attn_page import head_view_html
-from .common import UserError, model_options, utf8_text
+from .common import ATTN_IMPL_OPTION, UserError, model_options, utf8_text
 from .generate import load_model, load_tokenizer
 from .token_text import token_texts
 
@@ -146,6 +146,7 @@ def write_png(
     help="Leave key 0 (the first token's attention sink) out of the colour scale.",
 )
 @model_options
+@ATTN_IMPL_OPTION
 def attn_cmd(
     source: str,
     text: str,
@@ -156,6 +157,7 @@ def attn_cmd(
     device: str | None,
     dtype: str | None,
     revision: str | None,
+    attention_impl: str | None,
 ) -> None:
     """Attention of a model on TEXT: HTML heat maps (query x key) or a PNG grid.
 
@@ -166,7 +168,7 @@ def attn_cmd(
     from archzoo.safe_write import check_out_path
 
     check_out_path(path, inputs=[Path(source)])  # no link followed, no FIFO blocked on
-    model, directory = load_model(source, device, dtype, revision)
+    model, directory = load_model(source, device, dtype, revision, attention_impl)
     tokenizer = load_tokenizer(directory)
     encoding = tokenizer.encode(text)
     if not encoding.ids:

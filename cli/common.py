@@ -91,6 +91,26 @@ def load_spec(source: str, sets: tuple[str, ...] = ()) -> Spec:
 DTYPES = ("float32", "bfloat16", "float16")
 
 
+ATTN_IMPL_OPTION = click.option(
+    "--attn-impl",
+    "attention_impl",
+    metavar="KERNEL",
+    help="Attention kernel: auto (default), sdpa, eager, math, flex, blocked, baddbmm or a "
+    "plugin's (archzoo.list_attention_impls()).",
+)
+
+
+def check_kernel_option(name: str | None) -> None:
+    """--attn-impl names a registered attention kernel (None: the default)."""
+    from archzoo.registry import RegistryError, check_attention_impl
+
+    if name is not None:
+        try:
+            check_attention_impl(name)
+        except RegistryError as exc:
+            raise UserError(f"--attn-impl: {exc}") from None
+
+
 def model_options(f):  # noqa: ANN001, ANN201 - a click decorator stack
     """--device, --dtype and --revision: where and in what precision a named model runs."""
     opts = [
@@ -138,18 +158,22 @@ def load_named(
     device: str | None = None,
     dtype: str | None = None,
     revision: str | None = None,
+    attention_impl: str | None = None,
 ) -> tuple[Any, ModelRef]:
-    """A model with weights from any name, on --device in --dtype, and what it resolved to;
-    a zoo name or spec file (no weights) is a user error that says how to get weights."""
+    """A model with weights from any name, on --device in --dtype with the --attn-impl
+    kernel, and what it resolved to; a zoo name or spec file (no weights) is a user error
+    that says how to get weights."""
     import torch
 
     from archzoo.model_source import no_weights_message
 
     where = torch_device(device)
+    check_kernel_option(attention_impl)
     ref = resolve(source, revision)
     if not ref.has_weights:
         raise UserError(no_weights_message(source))
-    model = ref.load(device=where, dtype=getattr(torch, dtype) if dtype else None)
+    dtype = getattr(torch, dtype) if dtype else None
+    model = ref.load(device=where, dtype=dtype, attention_impl=attention_impl)
     return model.eval(), ref
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .common import UserError
+from .common import ATTN_IMPL_OPTION, UserError, check_kernel_option
 
 
 @click.command("eval")
@@ -27,6 +27,7 @@ from .common import UserError
 @click.option("--include-path", metavar="DIR", help="A directory of your own task YAMLs.")
 @click.option("--device", help="cpu, cuda, cuda:1 ... (default: a GPU when present, else CPU).")
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]))
+@ATTN_IMPL_OPTION
 @click.option("--max-gen-toks", type=click.IntRange(min=1), default=256, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True, help="lm-eval's random seeds.")
 @click.option("--output", metavar="FILE.json", help="Write lm-eval's results here as JSON.")
@@ -39,6 +40,7 @@ def eval_cmd(
     include_path: str | None,
     device: str | None,
     dtype: str | None,
+    attention_impl: str | None,
     max_gen_toks: int,
     seed: int,
     output: str | None,
@@ -56,6 +58,8 @@ def eval_cmd(
         raise UserError("zoo eval needs lm-eval: pip install 'archzoo[eval]'") from None
     from archzoo.evaluation.lm_eval_model import ArchzooLM
 
+    check_kernel_option(attention_impl)
+
     names = [t.strip() for t in tasks.split(",") if t.strip()]
     if not names:
         raise UserError("--tasks: name at least one task")
@@ -66,6 +70,7 @@ def eval_cmd(
         batch_size=batch_size,
         device=device,
         dtype=dtype,
+        attention_impl=attention_impl,
         max_gen_toks=max_gen_toks,
     )
     manager = TaskManager(include_path=include_path)

@@ -10,7 +10,7 @@ import click
 
 from archzoo.errors import printable
 
-from .common import SEED, UserError, load_named, model_options, utf8_text
+from .common import ATTN_IMPL_OPTION, SEED, UserError, load_named, model_options, utf8_text
 
 
 def load_model(
@@ -18,10 +18,11 @@ def load_model(
     device: str | None = None,
     dtype: str | None = None,
     revision: str | None = None,
+    attention_impl: str | None = None,
 ) -> tuple[Any, Path]:
     """A model with weights from any model name (a weights file, a run or HF directory, a
     Hub id), and the directory of its tokenizer."""
-    model, ref = load_named(source, device, dtype, revision)
+    model, ref = load_named(source, device, dtype, revision, attention_impl)
     return model, ref.directory
 
 
@@ -74,6 +75,7 @@ def probability(value: float | None) -> float | None:
 @click.option("--num-beams", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option("--seed", type=SEED, help="Seed for sampling.")
 @model_options
+@ATTN_IMPL_OPTION
 def generate_cmd(
     source: str,
     prompt: str,
@@ -88,13 +90,14 @@ def generate_cmd(
     device: str | None,
     dtype: str | None,
     revision: str | None,
+    attention_impl: str | None,
 ) -> None:
     """Generate a continuation of PROMPT, printing text as it is produced.
 
     MODEL: a weights file, a `zoo train` run or HF directory, or a Hub id org/name[@rev]."""
     import torch
 
-    model, directory = load_model(source, device, dtype, revision)
+    model, directory = load_model(source, device, dtype, revision, attention_impl)
     tokenizer = load_tokenizer(directory)
     where = next(model.parameters()).device
     ids = torch.tensor([tokenizer.encode(prompt).ids], device=where)

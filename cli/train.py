@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .common import SEED, SET_OPTION, UserError, parse_sets, resolve
+from .common import ATTN_IMPL_OPTION, SEED, SET_OPTION, UserError, parse_sets, resolve
 
 
 def train_options(f):  # noqa: ANN001, ANN201 - a click decorator stack
@@ -99,6 +99,7 @@ def train_options(f):  # noqa: ANN001, ANN201 - a click decorator stack
         click.option(
             "--device", help="cpu, cuda, cuda:1 ... (default: this rank's GPU, else CPU)."
         ),
+        ATTN_IMPL_OPTION,
         click.option(
             "--eval-every", type=click.IntRange(min=1), default=d.eval_every, show_default=True
         ),

@@ -216,3 +216,53 @@ def test_old_spec_keys_load_with_a_deprecation_warning_mapped_to_the_kernel():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a spec without them loads without a warning
         archzoo.load_spec({"extends": "gpt2", **TINY})
+
+
+def test_attn_impl_on_the_commands_that_run_models(tmp_path):
+    """`zoo train --attn-impl` trains with that kernel; `zoo generate --attn-impl` decodes
+    with it (the tokens archzoo.load(..., attention_impl=) gives); an unknown name is a
+    one-line error on each command that runs a model."""
+    from click.testing import CliRunner
+
+    from archzoo.cli.main import main
+    from archzoo.errors import printable
+    from archzoo.training import TrainConfig, train
+    from archzoo.training.tokenizer import ByteTokenizer
+
+    (tmp_path / "corpus.txt").write_text("the cat sat on the mat. " * 40, encoding="utf-8")
+    cfg = TrainConfig(
+        data=[str(tmp_path / "corpus.txt")],
+        out=str(tmp_path / "run"),
+        steps=2,
+        batch=4,
+        seq_len=16,
+        eval_examples=2,
+        eval_fraction=0.1,
+        progress=False,
+        attention_impl="math",
+    )
+    sizes = {"n_layers": 1, "d_model": 32, "n_heads": 2, "d_ff": 64, "vocab_size": 260}
+    result = train("gpt2", cfg, {**sizes, "max_len": 64, "dropout": 0.0})
+    assert result["history"][-1]["step"] == 2
+    run = tmp_path / "run"
+
+    def zoo(*args, code=0):
+        got = CliRunner().invoke(main, [str(a) for a in args])
+        assert got.exit_code == code, (got.output, got.exception)
+        return got.output
+
+    out = zoo("generate", run, "--prompt", "the", "--max-new-tokens", "4", "--dtype",
+              "bfloat16", "--attn-impl", "eager")  # fmt: skip
+    model = archzoo.load(run, dtype=torch.bfloat16, attention_impl="eager")
+    assert model.attention_impl == "eager"
+    tokens = model.generate(torch.tensor([list(b"the")]), max_new_tokens=4)[0].tolist()
+    assert out == printable(ByteTokenizer().decode(tokens)) + "\n"
+    for command in ("generate", "attn"):
+        err = zoo(command, run, "--prompt" if command == "generate" else "--text", "x",
+                  "--attn-impl", "nope", code=2)  # fmt: skip
+        assert err.startswith("Error: --attn-impl: unknown attention kernel 'nope'; registered")
+    err = zoo("train", "gpt2", "--data", tmp_path / "corpus.txt", "--attn-impl", "nope",
+              "--out", tmp_path / "r2", code=2)  # fmt: skip
+    assert "--attn-impl 'nope': not an attention kernel; one of auto, " in err
+    for command in ("generate", "attn", "train", "compare", "eval"):
+        assert "--attn-impl" in zoo(command, "--help")

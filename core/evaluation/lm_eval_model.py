@@ -42,6 +42,7 @@ class ArchzooLM(TemplateLM):
         max_batch_size: int | None = None,
         device: str | None = None,
         dtype: str | None = None,
+        attention_impl: str | None = None,
         max_length: int | None = None,
         max_gen_toks: int = MAX_GEN_TOKS,
         add_bos_token: bool | None = None,
@@ -51,12 +52,12 @@ class ArchzooLM(TemplateLM):
         if unused:
             raise ValueError(
                 f"model_args {', '.join(sorted(unused))}: not arguments of the archzoo model "
-                "(known: pretrained, batch_size, device, dtype, max_length, max_gen_toks, "
-                "add_bos_token)"
+                "(known: pretrained, batch_size, device, dtype, attention_impl, max_length, "
+                "max_gen_toks, add_bos_token)"
             )
         self.batch = _batch_size(batch_size)
         self._device = _pick_device(device)
-        self.model, self.tok = open_model(pretrained, device=self._device, dtype=dtype)
+        self.model, self.tok = open_model(pretrained, self._device, dtype, attention_impl)
         self.model.eval()
         if self.model.family != "decoder":
             raise ValueError(

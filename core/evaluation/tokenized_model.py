@@ -37,12 +37,17 @@ class TextTokenizer:
 
 
 def open_model(
-    name: str, device: str | torch.device | None = None, dtype: str | torch.dtype | None = None
+    name: str,
+    device: str | torch.device | None = None,
+    dtype: str | torch.dtype | None = None,
+    attention_impl: str | None = None,
 ) -> tuple[ZooModel, TextTokenizer]:
-    """The model (eval mode, weights loaded) and its tokenizer; a clear error naming what is
-    missing otherwise (a zoo name has no weights; a directory without tokenizer.json)."""
+    """The model (eval mode, weights loaded, running the `attention_impl` kernel) and its
+    tokenizer; a clear error naming what is missing otherwise (a zoo name has no weights; a
+    directory without tokenizer.json)."""
     ref = resolve_model(name)
-    model = ref.load(device=as_device(device), dtype=as_dtype(dtype)).eval()
+    device, dtype = as_device(device), as_dtype(dtype)
+    model = ref.load(device=device, dtype=dtype, attention_impl=attention_impl).eval()
     directory = ref.directory
     file = directory / "tokenizer.json" if directory is not None else None
     if file is None or not file.is_file():

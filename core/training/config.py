@@ -45,6 +45,7 @@ class TrainConfig:
     clip: float = 1.0  # max gradient norm; 0 disables clipping
     dtype: str = "float32"
     device: str | None = None
+    attention_impl: str | None = None  # the attention kernel (archzoo.list_attention_impls())
     seed: int = 0
     eval_every: int = 100
     eval_examples: int = 64  # held-out sequences per evaluation
@@ -100,6 +101,8 @@ def check_config(cfg: TrainConfig, world: int) -> None:
         raise ValueError(f"--eval-fraction must be in (0, 1), got {cfg.eval_fraction}")
     if cfg.device is not None:
         check_device(cfg.device)
+    if cfg.attention_impl is not None:
+        check_kernel(cfg.attention_impl)
     if cfg.batch % (cfg.accum * world):
         raise ValueError(
             f"--batch {cfg.batch} must be a multiple of --accum {cfg.accum} x {world} processes"
@@ -118,6 +121,17 @@ def check_out(out: str, data: list[str]) -> None:
                 f"--out {out} is the --data directory {d}: the run's files would be read as "
                 "training data; choose another --out (a subdirectory is fine)"
             )
+
+
+def check_kernel(name: str) -> None:
+    """--attn-impl names a registered attention kernel."""
+    from ..registry import list_attention_impls  # the plugins load here, not for --help
+
+    known = list_attention_impls()
+    if name not in known:
+        raise ValueError(
+            f"--attn-impl {name!r}: not an attention kernel; one of {', '.join(known)}"
+        )
 
 
 def check_device(name: str) -> None:

@@ -266,7 +266,8 @@ def _run(
         cfg.device or (f"cuda:{ranks.local}" if torch.cuda.is_available() else "cpu")
     )
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank
-    model = build_model(spec, device=device, dtype=getattr(torch, cfg.dtype))
+    dtype = getattr(torch, cfg.dtype)
+    model = build_model(spec, device=device, dtype=dtype, attention_impl=cfg.attention_impl)
     flops = train_flops_per_token(model, cfg.seq_len)
     params = model.num_parameters()
     check_head(model, spec.data["vocab_size"])
