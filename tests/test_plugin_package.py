@@ -241,7 +241,39 @@ def test_the_example_package_passes_its_own_tests_when_installed(python, tmp_pat
     (tests / "conftest.py").unlink()  # no src/ fallback: import the installed package
     result = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "11 passed" in result.stdout
+    assert "14 passed" in result.stdout
+
+
+CHOSEN_KERNEL = """\
+import json
+import torch
+import archzoo
+sizes = {"n_layers": 1, "d_model": 32, "n_heads": 2, "d_ff": 64, "vocab_size": 64}
+model = archzoo.build_model("gpt2", sizes, attention_impl="chunked").eval()
+kernel = archzoo.get_registry().kernel("chunked")
+calls = []
+run = kernel.run
+object.__setattr__(kernel, "run", lambda *a: calls.append(1) or run(*a))
+ids = torch.randint(0, 64, (1, 70), generator=torch.Generator().manual_seed(0))
+with torch.no_grad():
+    got = model(ids).logits
+    expected = model.set_attention_impl("math")(ids).logits
+print(json.dumps({"impls": archzoo.list_attention_impls(), "calls": len(calls),
+                  "diff": float((got - expected).abs().max()), "plugin":
+                  archzoo.get_registry().kernel_plugin("chunked")}))
+"""
+
+
+def test_a_plugin_kernel_is_chosen_by_name(python, ran):
+    """The example package registers `chunked` (written from docs/plugins.md, "Attention
+    kernels"); attention_impl="chunked" runs it in every layer, with math's logits."""
+    result = run(python, "-c", CHOSEN_KERNEL)
+    assert result.returncode == 0, result.stderr
+    got = json.loads(result.stdout)
+    assert "chunked" in got["impls"] and got["plugin"] == "example"
+    assert got["calls"] == 1 and got["diff"] < 1e-5  # one layer, one call
+    example = next(p for p in json.loads(ran["plugins-json"].stdout) if p["name"] == "example")
+    assert "kernel:chunked" in example["components"]
 
 
 def test_a_class_outside_its_kinds_interface_is_refused():

@@ -41,7 +41,12 @@ def registry() -> Registry:
 
 def test_plugin_registers_its_components_and_zoo_dir(registry):
     info = registry.plugins["example"]
-    assert info.components == ["norm:scalenorm", "attention:talking_heads", "attention:qk_norm"]
+    assert info.components == [
+        "norm:scalenorm",
+        "attention:talking_heads",
+        "attention:qk_norm",
+        "kernel:chunked",
+    ]
     assert info.zoo_dirs == [str(archzoo_example.ZOO_DIR)]
     assert {"talking-heads-gpt", "qk-norm-gpt"} <= set(archzoo.spec.list_models(registry))
 
