@@ -1250,3 +1250,22 @@ PUBLISHED["bamba-9b"] = (  # ibm-ai-platform/Bamba-9B, as recalled (see zoo/bamb
     ),
 )
 CAUSAL_LM["BambaConfig"] = "BambaForCausalLM"
+PUBLISHED["exaone-3.0-7.8b"] = (  # LGAI-EXAONE/EXAONE-3.0-7.8B-Instruct (runs as Llama)
+    "ExaoneConfig",
+    dict(
+        vocab_size=102400,
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        max_position_embeddings=4096,
+        rms_norm_eps=1e-5,
+        rope_parameters={**ROPE, "rope_theta": 500000.0},
+        tie_word_embeddings=False,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=361,
+    ),
+)
+CAUSAL_LM["ExaoneConfig"] = "LlamaForCausalLM"

@@ -16,6 +16,7 @@ import transformers as hf
 from hf_util import assert_greedy_equal, max_diff_unpadded, padded_batch, perturb, save_hf
 
 import archzoo
+from archzoo.converter import ConversionError
 from archzoo.hf_alias import Alias
 from archzoo.hf_probe import model_class
 from archzoo.registry import RegistryError, get_registry
@@ -89,6 +90,7 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
     "glm4": (DECODER, DECODER_TASKS),
     "phi": ({**DECODER, "qk_layernorm": True}, (*DECODER_TASKS, "ForTokenClassification")),
     "granite": ({**DECODER, **GRANITE_MULTIPLIERS}, ("ForCausalLM", "Model")),
+    "exaone": (DECODER, ("ForCausalLM", "Model")),  # saved under EXAONE's own names
     "xlm-roberta-xl": (ENCODER, (*ENCODER_TASKS, "ForQuestionAnswering")),
     "roberta-prelayernorm": (ENCODER, (*ENCODER_TASKS, "ForTokenClassification")),
     "megatron-bert": (
@@ -207,3 +209,18 @@ def test_renamed_keys_and_defaults_are_read_as_the_tables_keys():
     config.pop("feed_forward_proj")
     assert mt5.to_spec(config)["ffn"] == {"kind": "glu", "activation": "geglu_new", "bias": False}
     assert mt5.to_spec(config)["head"]["rescale"] is False
+
+
+def test_exaone_reads_its_own_config_keys():
+    """EXAONE 3's published config.json spells num_hidden_layers, rms_norm_eps and hidden_act
+    `num_layers`, `layer_norm_epsilon` and `activation_function` (ExaoneConfig's
+    attribute_map); another activation is refused, naming the key."""
+    exaone = get_registry().converter("exaone")
+    config = hf.ExaoneConfig(**CASES["exaone"][0]).to_dict()
+    for key in ("num_hidden_layers", "rms_norm_eps", "hidden_act"):
+        config.pop(key)
+    config.update(num_layers=3, layer_norm_epsilon=1e-3, activation_function="silu")
+    spec = exaone.to_spec(config)
+    assert (spec["n_layers"], spec["norm"]["eps"]) == (3, 1e-3)
+    with pytest.raises(ConversionError, match="activation_function='gelu' is not supported"):
+        exaone.to_spec({**config, "activation_function": "gelu"})

@@ -13,8 +13,6 @@ MISSING_MECHANISMS = {
     "diffllama": "differential attention",
     "ernie": "task-type embeddings",
     "esm": "ESM's token-dropout scaling",
-    "exaone": "EXAONE 3's own tensor and config names (transformers renames them to Llama's "
-    "on load): a converter, not an alias",
     "fsmt": "separate source and target vocabularies",
     "funnel": "Funnel's sequence pooling between blocks",
     "granitemoe": MULTIPLIERS,
