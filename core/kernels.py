@@ -1,7 +1,7 @@
 """Attention kernels chosen by name: the contract, and the dispatch that honours refusals.
 
 A kernel is a function (q, k, v, mask, scoring) -> (output, probabilities or None): q (B, H,
-Tq, hd), k and v (B, Hkv, Tk, hd), an `archzoo.masks.AttentionMask` (its factors, a sparse
+Tq, hd), k and v (B, Hkv, Tk, hd), an `archzoo.parts.masks.AttentionMask` (its factors, a sparse
 pattern among them) and the `Scoring` terms. It is declared where it is written,
 
     @attention_kernel("sdpa", refuses=why_not)
@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .masks import AttentionMask
+from .parts.masks import AttentionMask
 
 log = logging.getLogger(__name__)
 

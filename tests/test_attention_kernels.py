@@ -13,10 +13,10 @@ import torch
 
 import archzoo
 from archzoo.kernels import Scoring
-from archzoo.masks import AttentionMask
+from archzoo.parts.masks import AttentionMask
+from archzoo.parts.registry import RegistryError, get_registry
 from archzoo.plugins.attention.local import LocalPattern
 from archzoo.plugins.attention.longformer import LongformerPattern
-from archzoo.registry import RegistryError, get_registry
 
 B, H, HKV, T, HD = 2, 4, 2, 12, 8
 

@@ -13,7 +13,7 @@ from .schedule import SCHEDULES
 OPTIMIZERS = ("adamw", "muon")  # also in optimizers.py, which imports torch
 
 if TYPE_CHECKING:  # no torch at import: `zoo train --help` stays fast
-    from ..spec import Spec
+    from ..specs.spec import Spec
     from .tokenizer import Tokenizer
 
 DTYPES = ("float32", "bfloat16", "float16")  # names of torch dtypes
@@ -125,7 +125,7 @@ def check_out(out: str, data: list[str]) -> None:
 
 def check_kernel(name: str) -> None:
     """--attn-impl names a registered attention kernel."""
-    from ..registry import list_attention_impls  # the plugins load here, not for --help
+    from ..parts.registry import list_attention_impls  # the plugins load here, not for --help
 
     known = list_attention_impls()
     if name not in known:

@@ -17,11 +17,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from archzoo.attention_probs import attention_probs
-from archzoo.component import param
-from archzoo.interfaces import AttentionContext
 from archzoo.kernels import Scoring
-from archzoo.masks import AttentionMask
+from archzoo.parts.attention_probs import attention_probs
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import AttentionContext
+from archzoo.parts.masks import AttentionMask
 
 from .block_sparse import BlockLayoutPattern
 from .kernels.sdpa import sdpa

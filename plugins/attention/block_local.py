@@ -15,10 +15,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from archzoo.component import param
-from archzoo.interfaces import AttentionContext
 from archzoo.kernels import Scoring
-from archzoo.masks import AttentionMask
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import AttentionContext
+from archzoo.parts.masks import AttentionMask
 
 from .kernels.eager import takes_eager
 from .kernels.sdpa import sdpa

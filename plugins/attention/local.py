@@ -10,10 +10,10 @@ from typing import Any
 
 from torch import Tensor
 
-from archzoo.attention_probs import scatter_keys
-from archzoo.component import param
-from archzoo.interfaces import AttentionContext
-from archzoo.masks import AttentionMask
+from archzoo.parts.attention_probs import scatter_keys
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import AttentionContext
+from archzoo.parts.masks import AttentionMask
 
 from .sparse import SparseAttention, SparsePattern, band_layout
 

@@ -17,10 +17,10 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from archzoo.component import param
-from archzoo.interfaces import AttentionContext
 from archzoo.kernels import Scoring
-from archzoo.masks import AttentionMask
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import AttentionContext
+from archzoo.parts.masks import AttentionMask
 
 from .kernels.masked import masked_sdpa
 from .kernels.sdpa import sdpa

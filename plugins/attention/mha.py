@@ -11,7 +11,7 @@ from dataclasses import fields
 from typing import Any
 
 from archzoo.attention_template import AttentionTemplate
-from archzoo.interfaces import Attention, NormFactory
+from archzoo.parts.interfaces import Attention, NormFactory
 
 from .projections import ProjectionConfig, Projections, projection_issues
 

@@ -16,12 +16,12 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from archzoo.attention_probs import attention_probs
 from archzoo.attention_template import KernelRunner
-from archzoo.component import param
-from archzoo.interfaces import Attention, AttentionContext, NormFactory
 from archzoo.kernels import Scoring
-from archzoo.masks import AttentionMask
+from archzoo.parts.attention_probs import attention_probs
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import Attention, AttentionContext, NormFactory
+from archzoo.parts.masks import AttentionMask
 
 
 class MultiHeadLatentAttention(

@@ -15,9 +15,9 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from archzoo.component import param
-from archzoo.interfaces import NormFactory
-from archzoo.linear import make_linear
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import NormFactory
+from archzoo.parts.linear import make_linear
 
 
 @dataclass

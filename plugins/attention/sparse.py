@@ -17,9 +17,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from archzoo.attention_template import AttentionTemplate
-from archzoo.interfaces import Attention, AttentionContext, NormFactory
 from archzoo.kernels import AttentionKernel, Scoring, dispatch
-from archzoo.masks import AttentionMask, Pattern
+from archzoo.parts.interfaces import Attention, AttentionContext, NormFactory
+from archzoo.parts.masks import AttentionMask, Pattern
 
 from .kernels.auto import auto
 from .kernels.blocked import blocked, rows_attention
@@ -28,7 +28,7 @@ from .kernels.masked import dense
 from .mha import MultiHeadAttention
 from .projections import ProjectionConfig, Projections, projection_issues
 
-SparsePattern = Pattern  # the predicate + block layout a mask carries (archzoo.masks)
+SparsePattern = Pattern  # the predicate + block layout a mask carries (archzoo.parts.masks)
 
 
 # ---------------------------------------------------------------- layout helpers

@@ -11,7 +11,7 @@ from archzoo_example import chunked, chunked_module
 
 import archzoo
 from archzoo.kernels import Scoring
-from archzoo.masks import AttentionMask
+from archzoo.parts.masks import AttentionMask
 
 TINY = {"n_layers": 2, "d_model": 32, "n_heads": 4, "d_ff": 48, "vocab_size": 64, "max_len": 160}
 

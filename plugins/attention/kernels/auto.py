@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from archzoo.kernels import AttentionKernel, Scoring, attention_kernel
-from archzoo.masks import AttentionMask
+from archzoo.parts.masks import AttentionMask
 
 from .blocked import blocked
 from .flex import flex

@@ -10,7 +10,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from archzoo.kernels import Scoring, attention_kernel
-from archzoo.masks import AttentionMask
+from archzoo.parts.masks import AttentionMask
 
 from .eager import eager_attention, eager_refuses
 

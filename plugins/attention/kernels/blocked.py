@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from archzoo.kernels import Scoring, attention_kernel
-from archzoo.masks import AttentionMask
+from archzoo.parts.masks import AttentionMask
 
 from .band import band_applies, band_attention
 from .masked import masked_sdpa

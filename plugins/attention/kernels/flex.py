@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from archzoo.kernels import Scoring, attention_kernel
-from archzoo.masks import AttentionMask
+from archzoo.parts.masks import AttentionMask
 
 try:  # FlexAttention is optional: CPU eager never depends on it
     from torch.nn.attention.flex_attention import flex_attention as _flex_attention

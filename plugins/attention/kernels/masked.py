@@ -8,7 +8,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from archzoo.kernels import Scoring
-from archzoo.masks import AttentionMask
+from archzoo.parts.masks import AttentionMask
 
 from .math import math
 from .sdpa import sdpa

@@ -4,7 +4,7 @@ The mask's factors reach SDPA as `is_causal` alone where they allow (no padding,
 else as one boolean or additive mask made once per forward; a score bias is folded into it.
 Sinks run as one extra zero key whose mask entry is the sink logit (sinks.py). SDPA forms no
 probabilities and has no hook before its softmax, so it refuses soft-capped scores and a
-value term; probabilities asked for beside it are recomputed (archzoo.attention_probs).
+value term; probabilities asked for beside it are recomputed (archzoo.parts.attention_probs).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from archzoo.kernels import Scoring, attention_kernel
-from archzoo.masks import AttentionMask
+from archzoo.parts.masks import AttentionMask
 
 from .sinks import sink_sdpa
 

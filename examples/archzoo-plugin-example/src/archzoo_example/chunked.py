@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from archzoo.kernels import Scoring, attention_kernel
-from archzoo.masks import AttentionMask
+from archzoo.parts.masks import AttentionMask
 
 ROWS = 64  # queries per block
 

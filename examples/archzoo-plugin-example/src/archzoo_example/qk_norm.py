@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from archzoo import Capabilities, param
 from archzoo.attention_template import AttentionTemplate
-from archzoo.interfaces import AttentionContext, NormFactory
+from archzoo.parts.interfaces import AttentionContext, NormFactory
 
 
 class QKNormAttention(AttentionTemplate):
