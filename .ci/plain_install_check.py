@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 import archzoo
-from archzoo.safe_write import write_safetensors
+from archzoo.io.safe_write import write_safetensors
 
 TINY = ["n_layers=1", "d_model=16", "n_heads=2", "d_ff=32", "vocab_size=64", "max_len=32"]
 

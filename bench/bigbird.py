@@ -63,8 +63,8 @@ def inputs(length: int) -> dict[str, torch.Tensor]:
 def attention_calls(hf_model, az_model, length: int):
     """One layer's self-attention each: HF's block-sparse q/k/v + core (without its output
     dense), archzoo's projections + core + output projection (a little more work)."""
-    from archzoo.interfaces import AttentionContext
-    from archzoo.masks import AttentionMask
+    from archzoo.parts.interfaces import AttentionContext
+    from archzoo.parts.masks import AttentionMask
 
     x = torch.randn(1, length, 768)
     ones = torch.ones(1, length)

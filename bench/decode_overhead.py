@@ -32,9 +32,9 @@ from generation import PROMPT_LEN, call_floor, call_kernels
 from torch import Tensor
 
 import archzoo
-from archzoo.cache import KVCache
-from archzoo.interfaces import AttentionContext
-from archzoo.masks import AttentionMask
+from archzoo.parts.cache import KVCache
+from archzoo.parts.interfaces import AttentionContext
+from archzoo.parts.masks import AttentionMask
 
 Step = Callable[[object, Tensor, Tensor, int], Tensor]  # (state, tokens, positions, past)
 

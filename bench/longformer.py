@@ -70,8 +70,8 @@ def batch(length: int, n_global: int) -> dict[str, torch.Tensor]:
 def one_attention_layer(hf_model, az_model, feed: dict[str, torch.Tensor]):
     """Callables running layer 0's attention on the same input: HF's self-attention and its
     output dense; archzoo's attention component (projections, core, output projection)."""
-    from archzoo.interfaces import AttentionContext
-    from archzoo.masks import AttentionMask
+    from archzoo.parts.interfaces import AttentionContext
+    from archzoo.parts.masks import AttentionMask
 
     length = feed["input_ids"].shape[1]
     x = torch.randn(1, length, WIDTH)

@@ -31,8 +31,8 @@ D_MODEL, N_HEADS = 768, 12
 def measure(name: str, length: int, repeats: int) -> dict:
     """One pre-LN encoder layer on (1, length, 768): layer seconds and MiB, attention seconds."""
     import archzoo
-    from archzoo.interfaces import AttentionContext
-    from archzoo.masks import AttentionMask
+    from archzoo.parts.interfaces import AttentionContext
+    from archzoo.parts.masks import AttentionMask
 
     spec = {
         "name": "bench",

@@ -163,7 +163,7 @@ def attn_cmd(
     path = Path(out)
     if path.suffix.lower() not in (".html", ".png"):
         raise UserError(f"--out {out}: give a .html or a .png file name")
-    from archzoo.safe_write import check_out_path
+    from archzoo.io.safe_write import check_out_path
 
     check_out_path(path, inputs=[Path(source)])  # no link followed, no FIFO blocked on
     model, directory = load_model(source, device, dtype, revision)

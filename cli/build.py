@@ -28,7 +28,7 @@ def build_cmd(
 ) -> None:
     """Build a model and print its parameter counts and costs (no weights unless --out)."""
     if out:  # before the build: a bad --out must not waste the work, nor overwrite the spec
-        from archzoo.safe_write import check_out_path
+        from archzoo.io.safe_write import check_out_path
 
         check_out_path(out, inputs=[Path(source)])
     spec = load_spec(source, sets)

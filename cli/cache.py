@@ -136,7 +136,7 @@ def fingerprint(zoo_dirs: list[str]) -> str | None:
 
 def _usable() -> bool:
     """Only in a process that has not loaded the registry (the `zoo` command's own)."""
-    return "archzoo.registry" not in sys.modules
+    return "archzoo.parts.registry" not in sys.modules
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -176,7 +176,7 @@ def cached(key: str, compute: Callable[[], Any]) -> Any:
     value = compute()
     if value is None:
         return value
-    from archzoo.registry import get_registry
+    from archzoo.parts.registry import get_registry
 
     zoo_dirs = [str(d) for d in get_registry().zoo_dirs]
     digest = fingerprint(zoo_dirs)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from archzoo.model_source import ModelRef
-    from archzoo.spec import Spec
+    from archzoo.specs.spec import Spec
 
 
 class UserError(click.ClickException):
@@ -36,7 +36,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
 def utf8_text(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """A text option's value; bytes that are not UTF-8 (which click passes on as lone
     surrogates) are refused naming the option, before any work."""
-    from archzoo.tokenizer_file import invalid_utf8
+    from archzoo.io.tokenizer_file import invalid_utf8
 
     problem = invalid_utf8(value) if value is not None else None
     if problem is not None:
@@ -70,7 +70,7 @@ SEED = SeedType()
 
 def parse_sets(sets: tuple[str, ...]) -> dict[str, Any]:
     """Turn repeated `--set KEY=VALUE` options into an overrides dict (later wins)."""
-    from archzoo.spec import parse_override
+    from archzoo.specs.spec import parse_override
 
     return dict(parse_override(s) for s in sets)
 
@@ -182,7 +182,7 @@ def table(rows: list[list[str]], header: list[str]) -> None:
 
 def components_used(spec: Spec) -> dict[str, dict[str, list[str]]]:
     """Per stack: each component key -> the component names it uses across layers."""
-    from archzoo.spec_fields import COMPONENT_KEYS
+    from archzoo.specs.fields import COMPONENT_KEYS
 
     out: dict[str, dict[str, list[str]]] = {}
     for which in spec.stacks():
@@ -233,7 +233,7 @@ def stack_sizes(spec: Spec) -> dict[str, dict[str, Any]]:
 
 def build_report(model: Any, context: int | None = None) -> dict[str, Any]:
     """Everything `zoo build` prints, as JSON-ready data (costs at `context` tokens)."""
-    from archzoo.costs import model_costs
+    from archzoo.parts.costs import model_costs
 
     summary = model.summary()
     spec = model.spec

@@ -18,7 +18,7 @@ from .common import build_report, emit_json, print_build
 def import_cmd(directory: str, out: str | None, as_json: bool) -> None:
     """Import an HF checkpoint (config.json + safetensors); print its spec and summary."""
     if out:  # before the import: never replace a file of the checkpoint being read
-        from archzoo.safe_write import check_out_path
+        from archzoo.io.safe_write import check_out_path
 
         src = Path(directory)
         check_out_path(out, inputs=sorted(src.iterdir()) if src.is_dir() else [])

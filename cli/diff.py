@@ -12,7 +12,7 @@ import archzoo
 from .common import SET_OPTION, UserError, emit_json, human, parse_sets, resolve
 
 if TYPE_CHECKING:
-    from archzoo.spec import Spec
+    from archzoo.specs.spec import Spec
 
 
 def load_any_spec(source: str, overrides: dict[str, Any] | None = None) -> Spec:
@@ -23,8 +23,8 @@ def load_any_spec(source: str, overrides: dict[str, Any] | None = None) -> Spec:
 
 def diff_report(a: Spec, b: Spec, context: int | None = None) -> dict[str, Any]:
     """spec_diff plus each side's costs (built on meta) and their change."""
-    from archzoo.costs import model_costs
-    from archzoo.spec_diff import cost_delta, spec_diff
+    from archzoo.parts.costs import model_costs
+    from archzoo.specs.diff import cost_delta, spec_diff
 
     if context is None:  # compare at a length both models take
         context = min(a.data["max_len"], b.data["max_len"])
@@ -62,7 +62,7 @@ def _cost_line(label: str, d: dict[str, Any], unit: str = "") -> str:
 
 def print_diff(report: dict[str, Any]) -> None:
     """A reviewer's summary: what changed, grouped by where, then what it costs."""
-    from archzoo.spec_diff import change_text, layer_text
+    from archzoo.specs.diff import change_text, layer_text
 
     fa, fb = report["family"]
     family = fa if fa == fb else f"{fa} -> {fb}"

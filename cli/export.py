@@ -48,7 +48,7 @@ def load_source(
 
 def with_overrides(model: Any, overrides: dict[str, Any], source: str) -> Any:
     """The same weights under a spec with `overrides` (refused when they no longer fit)."""
-    from archzoo.weights import load_state
+    from archzoo.io.weights import load_state
 
     spec = archzoo.load_spec(model.spec.source_data(), overrides)
     again = archzoo.build_model(spec, device="meta")
@@ -106,7 +106,7 @@ def export_cmd(
 
     MODEL: a weights file, a `zoo train` run or HF directory, a Hub id org/name[@rev], or a
     zoo name or spec file (random weights, --seed)."""
-    from archzoo.hf_files import check_target, parse_size
+    from archzoo.hf.files import check_target, parse_size
 
     inputs = [Path(p) for p in (source, tokenizer) if p is not None and Path(p).exists()]
     check_target(Path(out), overwrite=force, inputs=inputs)  # before loading anything

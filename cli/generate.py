@@ -27,7 +27,7 @@ def load_model(
 
 def load_tokenizer(directory: Path) -> Any:
     """The tokenizer.json beside the weights, read through archzoo's guarded reader."""
-    from archzoo.tokenizer_file import read_tokenizer
+    from archzoo.io.tokenizer_file import read_tokenizer
 
     path = directory / "tokenizer.json"
     if not path.exists():

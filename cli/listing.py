@@ -12,13 +12,13 @@ import click
 
 import archzoo
 from archzoo.errors import printable
-from archzoo.kinds import KINDS
+from archzoo.parts.kinds import KINDS
 
 from .cache import cached
 from .common import UserError, emit_json, human, resolve, table, user_errors
 
 if TYPE_CHECKING:
-    from archzoo.component import Component
+    from archzoo.parts.component import Component
 
 
 def yaml_value(v: Any) -> str:
@@ -112,7 +112,7 @@ def print_models(rows: list[dict[str, Any]]) -> None:
 
 def hf_type_rows() -> list[dict[str, Any]]:
     """Every model_type of the installed transformers: supported, refused or out of scope."""
-    from archzoo.hf_coverage import coverage
+    from archzoo.hf.coverage import coverage
 
     return [row.as_dict() for row in coverage()]
 

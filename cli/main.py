@@ -142,7 +142,7 @@ def main(debug: bool, no_plugins: bool) -> None:
 
 
 def _reset_registry() -> None:
-    registry = sys.modules.get("archzoo.registry")  # not imported for it: torch comes with it
+    registry = sys.modules.get("archzoo.parts.registry")  # not imported for it: torch comes with it
     if registry is not None:
         registry.reset_registry()
 

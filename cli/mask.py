@@ -162,7 +162,7 @@ def mask(
     import torch
 
     if out is not None:  # before the mask: never overwrite the spec file or follow a link
-        from archzoo.safe_write import check_out_path
+        from archzoo.io.safe_write import check_out_path
 
         check_out_path(out, inputs=[Path(name)])
     keep, title = layer_keep(name, sets, length, layer, stack)

@@ -16,44 +16,44 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from .builder import build_model
-    from .component import Capabilities, Component, param
-    from .converter import ConversionError, Converter
     from .errors import Location, SpecError, SpecIssue
-    from .hf_export import to_hf
-    from .hf_import import from_hf
-    from .hooks import hookimpl
-    from .model import ModelOutput, ZooModel
+    from .hf.exporter import to_hf
+    from .hf.importer import from_hf
+    from .io.weights import WeightsError, save
+    from .model.builder import build_model
+    from .model.zoo_model import ModelOutput, ZooModel
     from .model_source import load, resolve_model
-    from .registry import Registry, RegistryError, get_registry
-    from .spec import Spec, load_spec
-    from .weights import WeightsError, save
+    from .parts.component import Capabilities, Component, param
+    from .parts.converter import ConversionError, Converter
+    from .parts.hooks import hookimpl
+    from .parts.registry import Registry, RegistryError, get_registry
+    from .specs.spec import Spec, load_spec
 
 # public name -> the module of this package that defines it
 _EXPORTS = {
-    "build_model": "builder",
-    "Capabilities": "component",
-    "Component": "component",
-    "param": "component",
-    "ConversionError": "converter",
-    "Converter": "converter",
+    "build_model": "model.builder",
+    "Capabilities": "parts.component",
+    "Component": "parts.component",
+    "param": "parts.component",
+    "ConversionError": "parts.converter",
+    "Converter": "parts.converter",
     "Location": "errors",
     "SpecError": "errors",
     "SpecIssue": "errors",
-    "from_hf": "hf_import",
-    "to_hf": "hf_export",
-    "hookimpl": "hooks",
-    "ModelOutput": "model",
-    "ZooModel": "model",
-    "Registry": "registry",
-    "RegistryError": "registry",
-    "get_registry": "registry",
-    "Spec": "spec",
-    "load_spec": "spec",
-    "WeightsError": "weights",
+    "from_hf": "hf.importer",
+    "to_hf": "hf.exporter",
+    "hookimpl": "parts.hooks",
+    "ModelOutput": "model.zoo_model",
+    "ZooModel": "model.zoo_model",
+    "Registry": "parts.registry",
+    "RegistryError": "parts.registry",
+    "get_registry": "parts.registry",
+    "Spec": "specs.spec",
+    "load_spec": "specs.spec",
+    "WeightsError": "io.weights",
     "load": "model_source",
     "resolve_model": "model_source",
-    "save": "weights",
+    "save": "io.weights",
 }
 
 # torch warns on import when NumPy is absent; archzoo never uses NumPy, so keep that warning
@@ -66,7 +66,7 @@ if "torch" not in sys.modules:
 def __getattr__(name: str) -> Any:
     """Import the module of a public name on first use (torch with it, where it needs it)."""
     module = _EXPORTS.get(name)
-    if module is None:  # a submodule (`archzoo.spec.list_models`), imported eagerly before
+    if module is None:  # a submodule (`archzoo.specs.spec.list_models`), imported eagerly before
         if name.startswith("_") or importlib.util.find_spec(f"{__name__}.{name}") is None:
             raise AttributeError(f"module 'archzoo' has no attribute {name!r}")
         return importlib.import_module(f".{name}", __name__)
@@ -82,14 +82,14 @@ def __dir__() -> list[str]:
 
 def list_components(kind: str | None = None) -> list[type[Component]]:
     """Registered component classes, optionally of one kind."""
-    from .registry import get_registry
+    from .parts.registry import get_registry
 
     return get_registry().components(kind)
 
 
 def list_models() -> list[str]:
     """Names of every zoo spec (built-in and from plugins)."""
-    from .spec import list_models as names
+    from .specs.spec import list_models as names
 
     return names()
 

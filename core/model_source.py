@@ -19,13 +19,13 @@ from typing import Any
 import torch
 
 from .errors import SpecError, WeightsError
-from .hf_import import from_hf, read_config
-from .hub import parse_hub_id, snapshot
-from .model import ZooModel
-from .placement import as_device, as_dtype
-from .registry import get_registry
-from .spec import Spec, find_model, load_spec
-from .weights import SPEC_KEY, load_file, read_metadata, stored_spec
+from .hf.hub import parse_hub_id, snapshot
+from .hf.importer import from_hf, read_config
+from .io.weights import SPEC_KEY, load_file, read_metadata, stored_spec
+from .model.placement import as_device, as_dtype
+from .model.zoo_model import ZooModel
+from .parts.registry import get_registry
+from .specs.spec import Spec, find_model, load_spec
 
 WEIGHTS_FILE = "model.safetensors"  # what archzoo.save names a run's or directory's weights
 CHECKPOINT_FILE = "checkpoint.safetensors"  # a zoo train run still in progress

@@ -41,7 +41,7 @@ def sentence(summary: str) -> str:
 
 def render() -> str:
     import archzoo
-    from archzoo.component import KINDS
+    from archzoo.parts.component import KINDS
 
     builtin = [c for c in archzoo.list_components() if c.__module__.startswith("archzoo.")]
     by_kind = {k: sorted((c for c in builtin if c.kind == k), key=lambda c: c.name) for k in KINDS}

@@ -34,9 +34,9 @@ Counts: {counts}.
 
 
 def render(rows: list | None = None) -> str:
-    """The page, from `rows` (archzoo.hf_coverage.Coverage) or a sweep of the built-ins."""
-    from archzoo.hf_coverage import counts, coverage, transformers_version
-    from archzoo.registry import Registry
+    """The page, from `rows` (archzoo.hf.coverage.Coverage) or a sweep of the built-ins."""
+    from archzoo.hf.coverage import counts, coverage, transformers_version
+    from archzoo.parts.registry import Registry
 
     rows = coverage(Registry(load_entry_points=False)) if rows is None else rows
     shown = ", ".join(f"{n} {status}" for status, n in counts(rows).items())

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from archzoo.hooks import hookimpl
+from archzoo.parts.hooks import hookimpl
 
 
 @hookimpl

@@ -157,7 +157,7 @@ def assert_greedy_equal(ref: torch.nn.Module, ours, *, vocab: int = V) -> None:
 def table_export(ref: torch.nn.Module, ours) -> dict[str, torch.Tensor]:
     """archzoo's tensors under HF names, through `ref`'s converter table run backwards."""
     import archzoo
-    from archzoo.hf_tensors import ZooNames
+    from archzoo.parts.hf_tensors import ZooNames
 
     converter = archzoo.get_registry().converter(ref.config.model_type)
     return converter.export_state(ours.state_dict(), ZooNames.of(ours), ours.spec.data)

@@ -11,7 +11,7 @@ import torch
 from click.testing import CliRunner
 
 from archzoo.cli.main import main
-from archzoo.safe_write import write_safetensors
+from archzoo.io.safe_write import write_safetensors
 
 TINY = {"n_layers": 1, "d_model": 16, "n_heads": 2, "d_ff": 32, "vocab_size": 64, "max_len": 32}
 TINY_SETS = [a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]

@@ -8,6 +8,8 @@ import transformers as hf
 from hf_util import max_diff_unpadded, padded_batch, perturb, save_hf
 
 import archzoo
+import archzoo.parts.interfaces
+import archzoo.parts.masks
 from archzoo import ConversionError, SpecError
 
 V = 96
@@ -177,8 +179,8 @@ def test_all_sharing_applies_the_same_block_repeatedly():
         got = model(ids, attention_mask=mask).last_hidden_state
         positions = torch.arange(ids.shape[1]).expand_as(ids)
         x = enc.embedding(ids, None, enc.position.embed(positions))
-        ctx = archzoo.interfaces.AttentionContext(
-            archzoo.masks.AttentionMask.build(10, 10, causal=False, key_padding=mask)
+        ctx = archzoo.parts.interfaces.AttentionContext(
+            archzoo.parts.masks.AttentionMask.build(10, 10, causal=False, key_padding=mask)
         )
         for _ in range(3):
             x = enc.blocks[0](x, ctx)

@@ -16,10 +16,10 @@ import transformers as hf
 from hf_util import assert_greedy_equal, max_diff_unpadded, padded_batch, perturb, save_hf
 
 import archzoo
-from archzoo.converter import ConversionError
-from archzoo.hf_alias import Alias
-from archzoo.hf_probe import model_class
-from archzoo.registry import RegistryError, get_registry
+from archzoo.hf.probe import model_class
+from archzoo.parts.converter import ConversionError
+from archzoo.parts.hf_alias import Alias
+from archzoo.parts.registry import RegistryError, get_registry
 
 V = 96
 ENCODER = dict(
@@ -183,8 +183,8 @@ def test_an_alias_exports_as_itself_and_its_layout_as_the_type_it_shares(tmp_pat
 
 
 def test_an_alias_naming_a_task_its_type_lacks_is_refused():
+    from archzoo.parts.registry import Registrar
     from archzoo.plugins.converters.bert import RobertaConverter
-    from archzoo.registry import Registrar
 
     bad = Alias("robertina", RobertaConverter, "Robertina", tasks=("ForTranslation",))
     with pytest.raises(RegistryError, match="alias 'robertina': RobertaConverter has no task"):

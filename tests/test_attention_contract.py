@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 import archzoo
 from archzoo import Registry, hookimpl, param
-from archzoo.interfaces import Attention, Position
+from archzoo.parts.interfaces import Attention, Position
 from archzoo.plugins.attention.mha import MultiHeadAttention
 
 TINY = tiny(without=("max_len",))
@@ -118,7 +118,7 @@ def reference_keep(q_len: int, k_len: int, causal: bool, pad: torch.Tensor | Non
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("padded", [False, True])
 def test_mask_materialisations_follow_the_factors(q_len, k_len, causal, padded):
-    from archzoo.masks import AttentionMask
+    from archzoo.parts.masks import AttentionMask
 
     pad = None
     if padded:
@@ -149,7 +149,7 @@ def test_mask_materialisations_follow_the_factors(q_len, k_len, causal, padded):
 
 
 def test_mask_block_mask_matches_the_dense_keep():
-    from archzoo.masks import AttentionMask
+    from archzoo.parts.masks import AttentionMask
 
     flex = pytest.importorskip("torch.nn.attention.flex_attention")
     pad = torch.ones(2, 20, dtype=torch.bool)

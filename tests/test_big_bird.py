@@ -15,7 +15,7 @@ from test_encoders import HEAD_KINDS, PROBLEMS, check_parity, labels_for
 
 import archzoo
 from archzoo.cli.main import main
-from archzoo.converter import ConversionError
+from archzoo.parts.converter import ConversionError
 
 BLOCK, DRAWS = 4, 2
 SPARSE_FROM = (5 + 2 * DRAWS) * BLOCK + 1  # HF attends densely up to (5 + 2r) blocks

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 import archzoo
 from archzoo import hookimpl
 from archzoo.cli.main import main
-from archzoo.component import KINDS
+from archzoo.parts.component import KINDS
 
 TINY = ["n_layers=1", "d_model=32", "n_heads=2", "d_ff=64", "vocab_size=100"]
 

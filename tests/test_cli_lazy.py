@@ -66,7 +66,7 @@ def test_import_archzoo_is_lazy_and_every_public_name_resolves():
         "from archzoo import *\n"
         "assert 'torch' in sys.modules and callable(build_model) and Spec is archzoo.Spec\n"
         "assert archzoo.build_model('gpt2', device='meta').num_parameters() == 124439808\n"
-        "assert 'gpt2' in archzoo.spec.list_models() and archzoo.masks.AttentionMask\n"
+        "assert 'gpt2' in archzoo.specs.spec.list_models() and archzoo.parts.masks.AttentionMask\n"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr

@@ -15,8 +15,8 @@ from hostile_util import zoo_fails
 
 import archzoo
 from archzoo.cli.main import main
-from archzoo.costs import model_costs
-from archzoo.spec import parse_override
+from archzoo.parts.costs import model_costs
+from archzoo.specs.spec import parse_override
 from archzoo.training.compare import match_spec
 
 SETS = [

@@ -7,9 +7,9 @@ import torch
 from hf_util import perturb, save_hf, tiny_hf
 
 import archzoo
-from archzoo.converter import ConversionError, TensorSource, parse_fields, spec_parts
-from archzoo.hf_tensors import ZooNames, parse_rules
-from archzoo.hf_transforms import (
+from archzoo.parts.converter import ConversionError, TensorSource, parse_fields, spec_parts
+from archzoo.parts.hf_tensors import ZooNames, parse_rules
+from archzoo.parts.hf_transforms import (
     Flatten,
     Fuse,
     HeadsInterleaved,

@@ -12,8 +12,8 @@ from torch import Tensor, nn
 import archzoo
 from archzoo import Registry, hookimpl, param
 from archzoo.cli.main import main
-from archzoo.costs import model_costs
-from archzoo.interfaces import FeedForward
+from archzoo.parts.costs import model_costs
+from archzoo.parts.interfaces import FeedForward
 from archzoo.plugins.attention.sparse import pattern_keep
 
 

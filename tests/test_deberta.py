@@ -18,7 +18,7 @@ from test_encoders import LAYERS as ENCODER_LAYERS
 
 import archzoo
 from archzoo.cli.main import main
-from archzoo.converter import ConversionError
+from archzoo.parts.converter import ConversionError
 
 LAYERS = dict(ENCODER_LAYERS, max_position_embeddings=64, vocab_size=V, pad_token_id=0)
 RELATIVE = dict(relative_attention=True, max_relative_positions=-1)

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 import torch
 
-from archzoo.component import Capabilities, param
-from archzoo.converter import Converter, Task
-from archzoo.interfaces import Attention, Norm
+from archzoo.parts.component import Capabilities, param
+from archzoo.parts.converter import Converter, Task
+from archzoo.parts.interfaces import Attention, Norm
+from archzoo.parts.registry import Registrar, get_registry
 from archzoo.plugins.attention.mha import MultiHeadAttention
 from archzoo.plugins.converters.gpt2 import GPT2Converter
-from archzoo.registry import Registrar, get_registry
 
 
 class UnitGainNorm(Norm):

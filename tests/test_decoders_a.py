@@ -23,7 +23,7 @@ from hf_util import (
 
 import archzoo
 from archzoo.cli.main import main
-from archzoo.converter import ConversionError
+from archzoo.parts.converter import ConversionError
 
 # case -> (HF class prefix, causal-LM suffix, config keyword arguments)
 CASES: dict[str, tuple[str, str, dict]] = {

@@ -189,7 +189,7 @@ def test_falcon_variants_build_the_layouts_they_name(tmp_path):
 @pytest.mark.parametrize("kv", [1, 2, 4])
 def test_kv_grouped_rows_give_q_k_v_blocks_and_back(kv):
     """[g: q_1 .. q_r | k_g | v_g] built by hand -> [q | k | v]; the inverse restores it."""
-    from archzoo.hf_transforms import KVGrouped
+    from archzoo.parts.hf_transforms import KVGrouped
 
     heads, hd = 4, 3
     g = torch.Generator().manual_seed(0)

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 import archzoo
 from archzoo.cli.main import main
-from archzoo.costs import model_costs
+from archzoo.parts.costs import model_costs
 
 ONE_LAYER_LOCAL = "layers=[{select: 3, attention: {kind: local, window: 128}}]"
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 import archzoo
 from archzoo.cli.main import main
-from archzoo.spec import find_model
+from archzoo.specs.spec import find_model
 
 GPT2 = str(find_model("gpt2").resolve())
 

@@ -15,10 +15,10 @@ from hostile_util import TINY_SETS, zoo_fails
 
 import archzoo
 from archzoo.cli.main import main
-from archzoo.converter import Converter
-from archzoo.hf_express import ExportError
-from archzoo.hf_probe import model_class, probe_batch
-from archzoo.registry import get_registry
+from archzoo.hf.express import ExportError
+from archzoo.hf.probe import model_class, probe_batch
+from archzoo.parts.converter import Converter
+from archzoo.parts.registry import get_registry
 
 V = 96
 # tiny sizes by spec path: an HF config is made from each converter's own table

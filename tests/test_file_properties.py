@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import archzoo
-from archzoo.safe_write import write_safetensors
+from archzoo.io.safe_write import write_safetensors
 
 SETTINGS = settings(
     deadline=None,

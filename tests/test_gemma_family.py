@@ -13,8 +13,8 @@ from conftest import tiny
 from hf_util import V, assert_greedy_equal, max_diff_unpadded, padded_batch, perturb, save_hf
 
 import archzoo
-from archzoo.interfaces import AttentionContext
-from archzoo.masks import AttentionMask
+from archzoo.parts.interfaces import AttentionContext
+from archzoo.parts.masks import AttentionMask
 from archzoo.plugins.attention.local import LocalPattern
 from archzoo.plugins.attention.softcap import soft_cap
 from archzoo.plugins.attention.sparse import blocked_attention, dense_attention, flex_attention

@@ -18,8 +18,8 @@ from hf_util import (
 )
 
 import archzoo
-from archzoo.interfaces import AttentionContext
-from archzoo.masks import AttentionMask
+from archzoo.parts.interfaces import AttentionContext
+from archzoo.parts.masks import AttentionMask
 from archzoo.plugins.attention.local import LocalPattern
 from archzoo.plugins.attention.sinks import sink_attention
 from archzoo.plugins.attention.sparse import attend
@@ -266,7 +266,7 @@ def test_export_through_the_table_gives_back_the_checkpoint(imported):
 
 
 def test_unsupported_configs_are_refused(tmp_path):
-    from archzoo.converter import ConversionError
+    from archzoo.parts.converter import ConversionError
 
     converter = archzoo.get_registry().converter("gpt_oss")
     config = hf.GptOssConfig(**SIZES).to_dict()

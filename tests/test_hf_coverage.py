@@ -15,8 +15,8 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
 import archzoo
 from archzoo.cli.main import main
-from archzoo.hf_coverage import Coverage, counts, transformers_version
-from archzoo.registry import get_registry
+from archzoo.hf.coverage import Coverage, counts, transformers_version
+from archzoo.parts.registry import get_registry
 
 ROOT = Path(__file__).resolve().parents[1]
 

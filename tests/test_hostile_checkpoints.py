@@ -26,7 +26,7 @@ from hostile_util import (
 from safetensors import safe_open
 
 import archzoo
-from archzoo.safe_write import write_safetensors
+from archzoo.io.safe_write import write_safetensors
 
 INDEX = "model.safetensors.index.json"
 

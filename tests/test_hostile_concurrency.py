@@ -23,7 +23,7 @@ from hostile_util import TINY, TINY_SETS, zoo_fails
 
 import archzoo
 from archzoo.cli.main import main
-from archzoo.safe_write import TEMP_SUFFIX
+from archzoo.io.safe_write import TEMP_SUFFIX
 from archzoo.training import read_metrics
 from archzoo.training.checkpoint import read_info
 
@@ -201,8 +201,8 @@ def test_token_cache_built_by_two_threads_is_one_whole_cache(threads, tmp_path):
 def test_two_threads_exporting_to_one_directory_leave_one_whole_export(tmp_path):
     """Both staged the export in `.hf.PID.archzoo-export-tmp`: the second deleted the first's
     staging directory, both wrote into one, and the last rename failed with a bare OSError."""
-    from archzoo.hf_files import TEMP_SUFFIX as EXPORT_TEMP
-    from archzoo.hf_files import staged_directory
+    from archzoo.hf.files import TEMP_SUFFIX as EXPORT_TEMP
+    from archzoo.hf.files import staged_directory
 
     target = tmp_path / "hf"
     start, errors, done = threading.Barrier(2), [], []
@@ -233,7 +233,7 @@ def test_two_threads_exporting_to_one_directory_leave_one_whole_export(tmp_path)
 
 HF_SAVER = """
 import os, sys, time, torch
-from archzoo.safe_write import write_safetensors
+from archzoo.io.safe_write import write_safetensors
 path, stop = sys.argv[1], sys.argv[2]
 shapes = {shapes}
 versions = []
@@ -254,7 +254,7 @@ def test_an_hf_import_racing_a_rewrite_of_its_weights_gets_one_version(tmp_path)
     replaced in between gave tensors read at the other version's offsets."""
     from hostile_util import GPT2_SHAPES, hf_gpt2
 
-    from archzoo.safe_write import write_safetensors
+    from archzoo.io.safe_write import write_safetensors
 
     references = []
     for v in (2, 1):  # the two versions, each imported from a directory nobody touches

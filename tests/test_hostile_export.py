@@ -17,9 +17,9 @@ import pytest
 from hostile_util import assert_clean_failure, hf_gpt2, snapshot, zoo_fails, zoo_subprocess
 
 import archzoo
-from archzoo.hf_express import ExportError
-from archzoo.safe_write import write_safetensors
-from archzoo.weights import HF_SOURCE_KEY
+from archzoo.hf.express import ExportError
+from archzoo.io.safe_write import write_safetensors
+from archzoo.io.weights import HF_SOURCE_KEY
 
 safetensors = pytest.importorskip("safetensors")
 

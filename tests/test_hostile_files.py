@@ -14,7 +14,7 @@ import torch
 from hostile_util import TINY, TINY_SETS, hf_gpt2, snapshot, zoo_fails, zoo_subprocess
 
 import archzoo
-from archzoo.safe_write import TEMP_SUFFIX, remove_stale_temps, write_safetensors
+from archzoo.io.safe_write import TEMP_SUFFIX, remove_stale_temps, write_safetensors
 
 # ---------------------------------------------------------------- 1. plain install (no NumPy)
 
@@ -36,7 +36,7 @@ PLAIN_CASES = {
         "main(['import', sys.argv[2], '--out', sys.argv[1]])\n"
     ),
     "bf16-and-int-tensors": (
-        "import sys, archzoo, torch\nfrom archzoo.safe_write import write_safetensors\n"
+        "import sys, archzoo, torch\nfrom archzoo.io.safe_write import write_safetensors\n"
         "from safetensors import safe_open\n"
         "t = {{'a': torch.ones(3, dtype=torch.bfloat16), 'b': torch.arange(4), "
         "'c': torch.tensor([True, False])}}\n"

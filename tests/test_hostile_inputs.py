@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import archzoo
-from archzoo.input_checks import InputChecks, trusted_inputs
+from archzoo.parts.input_checks import InputChecks, trusted_inputs
 
 SIZES = {"n_layers": 1, "d_model": 16, "n_heads": 2, "d_ff": 32, "vocab_size": 64, "max_len": 16}
 MODELS = {

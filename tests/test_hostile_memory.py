@@ -10,9 +10,9 @@ from hostile_util import TINY, TINY_SETS, assert_clean_failure, zoo_fails, zoo_s
 
 import archzoo
 from archzoo import memory
-from archzoo.builder import model_bytes
 from archzoo.cli.main import main
 from archzoo.memory import MemoryNeedError, available_bytes, format_bytes
+from archzoo.model.builder import model_bytes
 
 # 235.8e9 parameters, 878 GiB of float32 weights: more than a test machine has, within limits
 HUGE = {"n_layers": 200, "d_model": 16384, "n_heads": 128}

@@ -20,7 +20,7 @@ from hostile_util import GPT2_CONFIG, hf_gpt2
 
 import archzoo
 from archzoo.cli.main import main
-from archzoo.safe_write import write_safetensors
+from archzoo.io.safe_write import write_safetensors
 
 
 class Payload:

@@ -17,7 +17,7 @@ from hostile_util import zoo_fails
 
 import archzoo
 from archzoo.cli.main import main
-from archzoo.spec import parse_override
+from archzoo.specs.spec import parse_override
 
 BASE = """\
 name: tiny

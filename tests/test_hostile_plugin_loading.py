@@ -29,8 +29,8 @@ from torch import nn
 
 import archzoo
 from archzoo import hookimpl
-from archzoo.interfaces import FeedForward
-from archzoo.output_shapes import ComponentOutputError
+from archzoo.model.output_shapes import ComponentOutputError
+from archzoo.parts.interfaces import FeedForward
 
 TINY = {"n_layers": 1, "d_model": 16, "n_heads": 2, "d_ff": 32, "vocab_size": 64, "max_len": 32}
 TINY_SETS = [a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]
@@ -55,7 +55,7 @@ time.sleep(600)  # a plugin stuck at import (a network call, a lock)
 WIDE = """\
 from torch import nn
 from archzoo import hookimpl
-from archzoo.interfaces import FeedForward
+from archzoo.parts.interfaces import FeedForward
 
 class WideFFN(FeedForward, name="wide"):
     \"\"\"returns twice the model width (a broken plugin)\"\"\"
@@ -172,7 +172,7 @@ def test_a_component_of_the_wrong_shape_names_itself_and_its_plugin(tmp_path):
     assert run.returncode == 1
     last = run.stderr.strip().splitlines()[-1]
     assert last == (
-        "archzoo.output_shapes.ComponentOutputError: ffn component 'wide' of plugin 'wideplug' "
+        "archzoo.model.output_shapes.ComponentOutputError: ffn component 'wide' of plugin 'wideplug' "
         "(at decoder.blocks.0.ffn) returned torch.float32 of shape (1, 3, 32) for an input of "
         "shape (1, 3, 16); an ffn component must return a tensor of the shape it is given"
     )
@@ -232,7 +232,7 @@ def test_builtin_models_get_no_check():
 
 
 def test_wrong_shape_in_process_is_a_named_error():
-    from archzoo.registry import get_registry
+    from archzoo.parts.registry import get_registry
 
     class Wide(FeedForward, name="wide_test_ffn"):
         """twice the width"""

@@ -17,10 +17,11 @@ from safetensors import safe_open
 from torch import Tensor, nn
 
 import archzoo
+import archzoo.specs.spec
 from archzoo import Registry, hookimpl, param
 from archzoo.cli.main import main
-from archzoo.converter import Converter
-from archzoo.interfaces import Norm
+from archzoo.parts.converter import Converter
+from archzoo.parts.interfaces import Norm
 
 
 def norm_named(name: str, *, check_raises: bool = False) -> type[Norm]:
@@ -133,7 +134,7 @@ def test_zoo_model_claimed_by_a_plugin_and_the_builtins(tmp_path, monkeypatch):
     assert (
         "is also provided by plugin 'builtins'" in info.error and "kept 'builtins''s" in info.error
     )
-    assert "mine" not in archzoo.spec.list_models(reg)  # the failed plugin added nothing
+    assert "mine" not in archzoo.specs.spec.list_models(reg)  # the failed plugin added nothing
 
 
 def test_zoo_model_claimed_by_two_plugins(tmp_path, monkeypatch):
@@ -143,7 +144,7 @@ def test_zoo_model_claimed_by_two_plugins(tmp_path, monkeypatch):
     assert reg.plugins["one"].status == "ok"
     assert "is also provided by plugin 'one'" in reg.plugins["two"].error
     assert "kept 'one''s" in reg.plugins["two"].error
-    assert archzoo.spec.find_model("same", reg).parent == tmp_path / "1" / "zoo"
+    assert archzoo.specs.spec.find_model("same", reg).parent == tmp_path / "1" / "zoo"
 
 
 def test_zoo_file_name_with_control_characters_is_refused(tmp_path, monkeypatch):

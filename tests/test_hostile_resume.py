@@ -213,8 +213,8 @@ def test_refused_data_leaves_no_files_behind(name, tmp_path):
 def test_a_resumed_run_does_not_keep_the_checkpoint_mapped(copy):
     """The optimizer state kept tensors memory-mapped from the checkpoint that was read; once
     the next save replaced it, the deleted file still held its disk space."""
-    from archzoo.builder import build_model
-    from archzoo.spec import load_spec
+    from archzoo.model.builder import build_model
+    from archzoo.specs.spec import load_spec
     from archzoo.training.checkpoint import load_checkpoint, read_info
     from archzoo.training.config import TrainConfig
     from archzoo.training.optimizers import Optimizers, make_optimizers

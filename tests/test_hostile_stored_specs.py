@@ -19,10 +19,10 @@ from hostile_util import TINY, snapshot, zoo_fails
 from safetensors import safe_open
 
 import archzoo
-import archzoo.spec_sources
+import archzoo.specs.sources
+from archzoo.io.safe_write import write_safetensors
+from archzoo.io.weights import SPEC_KEY
 from archzoo.model_source import resolve_model
-from archzoo.safe_write import write_safetensors
-from archzoo.weights import SPEC_KEY
 
 REFUSED_STRING = "a stored spec is a mapping of spec keys (data, never a name, path or YAML text"
 REFUSED_EXTENDS = "saved specs are resolved (a file's spec never reads another)"
@@ -32,13 +32,13 @@ REFUSED_EXTENDS = "saved specs are resolved (a file's spec never reads another)"
 def reads(monkeypatch) -> list[Path]:
     """Every spec file archzoo reads from here on (all go through spec_sources.read_text)."""
     seen: list[Path] = []
-    real = archzoo.spec_sources.read_text
+    real = archzoo.specs.sources.read_text
 
     def spy(path: Path) -> str:
         seen.append(path)
         return real(path)
 
-    monkeypatch.setattr(archzoo.spec_sources, "read_text", spy)
+    monkeypatch.setattr(archzoo.specs.sources, "read_text", spy)
     return seen
 
 

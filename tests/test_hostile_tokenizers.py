@@ -1,6 +1,6 @@
 """Hostile input, category 3: tokenizer files and text.
 
-Every tokenizer.json goes through one reader (archzoo.tokenizer_file): a size cap checked
+Every tokenizer.json goes through one reader (archzoo.io.tokenizer_file): a size cap checked
 before reading, the file named when it is not UTF-8, not JSON or not a tokenizer, and the
 `tokenizers` library's errors and Rust panics (PanicException is a BaseException) turned
 into a TokenizerError naming the file. A prompt that is not UTF-8 is refused naming the
@@ -20,7 +20,7 @@ import torch
 from hostile_util import TINY, assert_clean_failure, snapshot, zoo_fails, zoo_subprocess
 
 import archzoo
-from archzoo.tokenizer_file import MAX_TOKENIZER_BYTES, TokenizerError, read_tokenizer
+from archzoo.io.tokenizer_file import MAX_TOKENIZER_BYTES, TokenizerError, read_tokenizer
 from archzoo.training.tokenizer import load_tokenizer
 
 tokenizers = pytest.importorskip("tokenizers")
@@ -138,7 +138,7 @@ def test_a_panic_is_an_archzoo_error_and_its_rust_report_is_not_printed(
 
 def test_a_warning_the_library_prints_still_reaches_stderr(tmp_path, capfd):
     """Native stderr is held during a call, and passed on when the call did not panic."""
-    from archzoo.tokenizer_file import guarded
+    from archzoo.io.tokenizer_file import guarded
 
     def warn(text: str) -> int:
         os.write(2, b"library warning\n")
@@ -150,7 +150,7 @@ def test_a_warning_the_library_prints_still_reaches_stderr(tmp_path, capfd):
 
 def test_threads_that_call_the_library_at_once_lose_no_stderr(tmp_path, capfd):
     """Descriptor 2 is process-wide: concurrent holds must not leave it on a closed file."""
-    from archzoo.tokenizer_file import guarded
+    from archzoo.io.tokenizer_file import guarded
 
     def warn(i: int) -> int:
         os.write(2, b"w%d\n" % i)

@@ -7,8 +7,8 @@ import torch
 from conftest import tiny
 
 import archzoo
-from archzoo.interfaces import AttentionContext
-from archzoo.masks import AttentionMask
+from archzoo.parts.interfaces import AttentionContext
+from archzoo.parts.masks import AttentionMask
 
 TINY = tiny(n_layers=1, max_len=128, position={"kind": "rotary"})
 KINDS = {

@@ -15,9 +15,9 @@ from hf_util import (
 )
 
 import archzoo
-from archzoo.costs import model_costs
-from archzoo.interfaces import AttentionContext
-from archzoo.masks import AttentionMask
+from archzoo.parts.costs import model_costs
+from archzoo.parts.interfaces import AttentionContext
+from archzoo.parts.masks import AttentionMask
 
 V = 96
 RANK, ROPE, NOPE, VDIM = 16, 4, 8, 6

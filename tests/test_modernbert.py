@@ -14,7 +14,7 @@ from hf_util import V, max_diff_unpadded, perturb, save_hf
 from test_encoders import BASE, LAYERS, task_config, task_parity, zoo_import
 
 import archzoo
-from archzoo.converter import ConversionError
+from archzoo.parts.converter import ConversionError
 
 # 5 layers: 0 and 3 global, the others see local_attention // 2 = 2 keys each side, so at
 # 9 tokens the window cuts; special ids inside the tiny vocabulary

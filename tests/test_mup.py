@@ -10,9 +10,9 @@ import torch
 from click.testing import CliRunner
 
 import archzoo
-from archzoo.builder import hidden_matrix_names
 from archzoo.cli.main import main
 from archzoo.errors import SpecError
+from archzoo.model.builder import hidden_matrix_names
 from archzoo.training.config import TrainConfig
 from archzoo.training.loop import optimizer_for
 

@@ -8,7 +8,7 @@ import torch
 from hf_util import V, padded_batch, perturb, save_hf, tiny_hf
 
 import archzoo
-import archzoo.attention_probs as probs_module
+import archzoo.parts.attention_probs as probs_module
 
 hf = pytest.importorskip("transformers")
 
@@ -236,8 +236,8 @@ def test_sparse_probabilities_are_the_pattern_scattered_into_the_dense_shape(att
 
 def ctx_of(ids, mask):
     """The attention context the encoder builds for (ids, mask)."""
-    from archzoo.interfaces import AttentionContext
-    from archzoo.masks import AttentionMask
+    from archzoo.parts.interfaces import AttentionContext
+    from archzoo.parts.masks import AttentionMask
 
     T = ids.shape[1]
     m = AttentionMask.build(T, T, causal=False, key_padding=mask)

@@ -23,8 +23,8 @@ from test_train import DECODER, ENCODER, SEQ2SEQ, SMALL, WORDS, config
 
 import archzoo
 from archzoo.cli.main import main
-from archzoo.documents import document_positions, document_runs
-from archzoo.masks import AttentionMask
+from archzoo.model.documents import document_positions, document_runs
+from archzoo.parts.masks import AttentionMask
 from archzoo.plugins.attention.flex import mask_flex
 from archzoo.plugins.attention.sparse import attend
 from archzoo.training import train

@@ -8,9 +8,9 @@ from conftest import tiny
 from hf_util import save_hf, tiny_hf
 
 import archzoo
-import archzoo.spec as spec_module
+import archzoo.specs.spec as spec_module
 from archzoo.cli.main import main
-from archzoo.plan import stack_role, stack_roles
+from archzoo.specs.plan import stack_role, stack_roles
 
 TINY = tiny(vocab_size=100, without=("d_ff", "dropout"))
 

@@ -47,7 +47,7 @@ BATCH = """\
 import json, os, sys
 from click.testing import CliRunner
 from archzoo.cli.main import main
-from archzoo.registry import reset_registry
+from archzoo.parts.registry import reset_registry
 out = []
 for disable, args in json.loads(sys.argv[1]):
     os.environ.pop("ARCHZOO_DISABLE_PLUGINS", None)
@@ -245,7 +245,7 @@ def test_the_example_package_passes_its_own_tests_when_installed(python, tmp_pat
 
 
 def test_a_class_outside_its_kinds_interface_is_refused():
-    """A 'norm' that is a Component but not an archzoo.interfaces.Norm fails its plugin."""
+    """A 'norm' that is a Component but not an archzoo.parts.interfaces.Norm fails its plugin."""
     import archzoo
     from archzoo import Registry, hookimpl
 
@@ -260,5 +260,5 @@ def test_a_class_outside_its_kinds_interface_is_refused():
     reg = Registry(load_entry_points=False)
     info = reg.register_plugin(Plugin(), "sloppy")
     assert info.status == "failed"
-    assert "does not subclass archzoo.interfaces.Norm" in info.error
+    assert "does not subclass archzoo.parts.interfaces.Norm" in info.error
     assert not reg.has("norm", "not_a_norm") and reg.has("norm", "layernorm")

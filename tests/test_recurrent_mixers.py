@@ -14,8 +14,8 @@ from conftest import tiny
 from torch import Tensor
 
 import archzoo
-from archzoo.interfaces import AttentionContext
-from archzoo.masks import AttentionMask
+from archzoo.parts.interfaces import AttentionContext
+from archzoo.parts.masks import AttentionMask
 from archzoo.plugins.attention.recurrent import StateCache
 
 D = 32

@@ -10,9 +10,10 @@ import torch
 from torch import Tensor, nn
 
 import archzoo
+import archzoo.parts.component
 from archzoo import Registry, RegistryError, hookimpl, param
-from archzoo.interfaces import Norm
-from archzoo.registry import Registrar, get_registry
+from archzoo.parts.interfaces import Norm
+from archzoo.parts.registry import Registrar, get_registry
 
 
 class ScaleNorm(Norm):
@@ -140,7 +141,7 @@ def test_unknown_component_lookup_suggests(registry):
 
 def test_public_listing_functions():
     kinds = {c.kind for c in archzoo.list_components()}
-    assert kinds == set(archzoo.component.KINDS)
+    assert kinds == set(archzoo.parts.component.KINDS)
     assert all(c.kind == "position" for c in archzoo.list_components("position"))
     assert {"gpt2", "bert-base"} <= set(archzoo.list_models())
     described = archzoo.get_registry().get("attention", "mha").describe()
@@ -154,7 +155,7 @@ def test_add_package_registers_what_is_declared_where_it_is_defined(tmp_path, mo
     (pkg / "__init__.py").write_text("")
     (pkg / "sub" / "__init__.py").write_text("")
     (pkg / "sub" / "norms.py").write_text(
-        "from archzoo.interfaces import Norm\n"
+        "from archzoo.parts.interfaces import Norm\n"
         "class BaseNorm(Norm):\n"  # undeclared base: not a component
         "    pass\n"
         "class HalfNorm(BaseNorm, name='halfnorm'):\n"
@@ -200,5 +201,5 @@ def test_a_converter_must_be_a_converter_instance():
         def convert(self, src, config):
             return {}
 
-    with pytest.raises(RegistryError, match="is not an archzoo.converter.Converter instance"):
+    with pytest.raises(RegistryError, match="is not an archzoo.parts.converter.Converter instance"):
         Registrar("duck").add_converter(DuckTyped())

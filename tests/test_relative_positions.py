@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import archzoo
-from archzoo.interfaces import AttentionContext
-from archzoo.masks import AttentionMask
+from archzoo.parts.interfaces import AttentionContext
+from archzoo.parts.masks import AttentionMask
 from archzoo.plugins.position.t5_relative import t5_buckets
 
 TINY = {"n_layers": 1, "d_model": 16, "n_heads": 2, "d_ff": 32, "vocab_size": 50, "dropout": 0.0}

@@ -111,7 +111,7 @@ def test_cos_sin_equal_llama_rotary_embedding(case, length):
 
 
 def test_unknown_rope_type_is_refused():
-    from archzoo.converter import ConversionError
+    from archzoo.parts.converter import ConversionError
 
     with pytest.raises(ConversionError, match="rope type 'mystery' is not supported"):
         rope_parameters({"rope_parameters": {"rope_type": "mystery", "rope_theta": 1.0}})

@@ -12,7 +12,7 @@ from conftest import tiny
 
 import archzoo
 from archzoo import SpecError
-from archzoo.masks import AttentionMask
+from archzoo.parts.masks import AttentionMask
 from archzoo.plugins.attention.band import band_applies
 from archzoo.plugins.attention.bigbird import bigbird_layout
 from archzoo.plugins.attention.block_sparse import BlockLayoutPattern, generated_layout
@@ -248,8 +248,8 @@ def test_longformer_global_projections_drive_global_rows():
     model = archzoo.build_model(spec).eval()
     att = model.encoder.blocks[0].attention
     x = torch.randn(1, 20, 32)
-    from archzoo.interfaces import AttentionContext
-    from archzoo.masks import AttentionMask
+    from archzoo.parts.interfaces import AttentionContext
+    from archzoo.parts.masks import AttentionMask
 
     ctx = AttentionContext(AttentionMask.build(20, 20, causal=False))
     with torch.no_grad():

@@ -9,7 +9,7 @@ from conftest import tiny
 
 import archzoo
 from archzoo import SpecError
-from archzoo.spec import parse_override
+from archzoo.specs.spec import parse_override
 
 TINY = tiny(vocab_size=100, without=("dropout",))
 

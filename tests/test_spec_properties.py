@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
 import archzoo
-from archzoo.spec import find_model
-from archzoo.spec_fields import COMPONENT_KEYS, STACK_KEYS, ModelFields
+from archzoo.specs.fields import COMPONENT_KEYS, STACK_KEYS, ModelFields
+from archzoo.specs.spec import find_model
 
 MODELS = archzoo.list_models()
 RAW = {name: yaml.safe_load(find_model(name).read_text()) for name in MODELS}
@@ -389,7 +389,7 @@ def test_mutated_hf_dirs_import_or_fail_only_with_archzoo_errors(case):
     import tempfile
     from pathlib import Path
 
-    from archzoo.safe_write import write_safetensors
+    from archzoo.io.safe_write import write_safetensors
 
     config, tensors, sharded = case
     with tempfile.TemporaryDirectory() as d:

@@ -12,8 +12,8 @@ import transformers as hf
 from transformers.models.auto.configuration_auto import model_type_to_module_name
 
 import archzoo
-from archzoo.converter import Converter
-from archzoo.registry import get_registry
+from archzoo.parts.converter import Converter
+from archzoo.parts.registry import get_registry
 
 
 def hf_task_classes(model_type: str) -> list[str]:

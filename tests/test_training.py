@@ -139,7 +139,7 @@ def test_dropout_modules_switched_to_train_still_drop_in_an_eval_model(ffn):
 def test_pre_ln_written_out_forward_is_the_generic_residual_path(spec, monkeypatch):
     """PreLNBlock.forward spells out Block.forward through `residual` (the decoding hot
     path): the same logits and gradients, dropout included, with and without cross-attention."""
-    from archzoo.interfaces import Block
+    from archzoo.parts.interfaces import Block
     from archzoo.plugins.block.pre_ln import PreLNBlock
 
     if spec == "gpt2":

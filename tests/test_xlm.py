@@ -12,8 +12,8 @@ from hf_util import V, max_diff_unpadded, perturb, save_hf
 from test_encoders import check_parity, task_config, task_parity, zoo_import
 
 import archzoo
-from archzoo.converter import ConversionError
-from archzoo.hf_tensors import ZooNames
+from archzoo.parts.converter import ConversionError
+from archzoo.parts.hf_tensors import ZooNames
 
 TINY = dict(vocab_size=V, emb_dim=32, n_layers=2, n_heads=4, max_position_embeddings=64)
 IDS = dict(pad_token_id=2, bos_token_id=0, eos_token_id=1, n_langs=3)

@@ -22,8 +22,8 @@ from lm_eval.models.utils import handle_stop_sequences, postprocess_generated_te
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from tqdm.auto import tqdm
 
-from ..generation import generate
-from ..placement import as_device
+from ..generation.decode import generate
+from ..model.placement import as_device
 from .tokenized_model import open_model
 
 eval_logger = logging.getLogger("lm_eval.models.archzoo")  # under lm-eval's log settings

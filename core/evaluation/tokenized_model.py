@@ -11,10 +11,10 @@ from typing import Any
 
 import torch
 
-from ..model import ZooModel
+from ..io.tokenizer_file import TokenizerFile, read_tokenizer
+from ..model.placement import as_device, as_dtype
+from ..model.zoo_model import ZooModel
 from ..model_source import resolve_model
-from ..placement import as_device, as_dtype
-from ..tokenizer_file import TokenizerFile, read_tokenizer
 from ..training.tokenizer import SPECIAL_NAMES
 
 

@@ -20,8 +20,8 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
-from ..safe_read import SafetensorsFile, UnreadableSafetensors
-from ..safe_write import write_safetensors
+from ..io.safe_read import SafetensorsFile, UnreadableSafetensors
+from ..io.safe_write import write_safetensors
 from .optimizers import Optimizers
 
 FORMAT = "archzoo-train-1"

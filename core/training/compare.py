@@ -11,9 +11,9 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..builder import build_model
-from ..costs import model_costs
-from ..spec import Spec, load_spec
+from ..model.builder import build_model
+from ..parts.costs import model_costs
+from ..specs.spec import Spec, load_spec
 from .checkpoint import CHECKPOINT
 from .config import TrainConfig, check_out
 from .loop import read_metrics, train

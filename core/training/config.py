@@ -13,7 +13,7 @@ from .schedule import SCHEDULES
 OPTIMIZERS = ("adamw", "muon")  # also in optimizers.py, which imports torch
 
 if TYPE_CHECKING:  # no torch at import: `zoo train --help` stays fast
-    from ..spec import Spec
+    from ..specs.spec import Spec
     from .tokenizer import Tokenizer
 
 DTYPES = ("float32", "bfloat16", "float16")  # names of torch dtypes

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..progress import progress_bar
+from ..io.progress import progress_bar
 from .token_cache import CacheBuild, cached
 from .tokenizer import Tokenizer
 
@@ -164,7 +164,7 @@ def _cache_state(
 
 
 def tokenising_bar(files: list[Path]) -> Any:
-    """A progress bar over the files' bytes, on stderr (archzoo.progress)."""
+    """A progress bar over the files' bytes, on stderr (archzoo.io.progress)."""
     total = sum(f.stat().st_size for f in files)
     names = files[0].name if len(files) == 1 else f"{len(files)} files"
     return progress_bar(total, f"tokenising {names}", "B")

@@ -15,10 +15,10 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..builder import build_model
+from ..io.weights import save
 from ..memory import check_fits
-from ..spec import Spec, load_spec
-from ..weights import save
+from ..model.builder import build_model
+from ..specs.spec import Spec, load_spec
 from .checkpoint import CHECKPOINT, full_model_state, load_checkpoint, read_info, save_checkpoint
 from .config import TrainConfig, check_config, check_out, check_resume, check_spec
 from .data import check_sources, is_pairs, prepare_pairs, prepare_stream

@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..costs import model_costs
+from ..parts.costs import model_costs
 
 
 def train_flops_per_token(model: nn.Module, seq_len: int) -> int:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..safe_write import create_temp
+from ..io.safe_write import create_temp
 
 METRICS = "metrics.jsonl"
 MAX_LINE = 1 << 20  # a record is a few hundred bytes

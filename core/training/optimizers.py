@@ -16,9 +16,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..builder import hidden_matrix_names
-from ..interfaces import Norm
-from ..mup import mup_param_groups, width_ratio
+from ..model.builder import hidden_matrix_names
+from ..parts.interfaces import Norm
+from ..specs.mup import mup_param_groups, width_ratio
 from .config import OPTIMIZERS
 
 MUON_MOMENTUM = 0.95  # Muon's Nesterov momentum (torch's default and the papers')
@@ -70,7 +70,7 @@ def adamw(groups: list[dict[str, Any]], lr: float, betas: tuple[float, float]) -
 
 
 def make_optimizers(model: nn.Module, cfg: Any, spec: Any = None) -> list[torch.optim.Optimizer]:
-    """[AdamW] for --optimizer adamw (muP's groups under the spec's muP, core/mup.py);
+    """[AdamW] for --optimizer adamw (muP's groups under the spec's muP, core/specs/mup.py);
     [Muon, AdamW] for muon (Muon first)."""
     betas = (cfg.beta1, cfg.beta2)
     name = getattr(cfg, "optimizer", "adamw")

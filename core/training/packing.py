@@ -5,7 +5,7 @@ after each end-of-document token of the tokenizer (`document_spans`). A document
 than a row is cut into row-sized pieces. Best-fit decreasing places every piece in the
 fullest row it still fits (`best_fit`), so rows end with little padding; the padded
 alternative (`one_per_row`) gives each piece a row of its own. The model keeps the pieces
-of a row apart through `document_ids` (archzoo.documents).
+of a row apart through `document_ids` (archzoo.model.documents).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..safe_write import create_temp
+from ..io.safe_write import create_temp
 
 MAX_DESCRIPTION_BYTES = 64 << 20  # a fingerprint lists the source files: far smaller
 HASH_CHUNK = 1 << 20

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from ..tokenizer_file import read_tokenizer
+from ..io.tokenizer_file import read_tokenizer
 
 # special tokens looked up by name in a tokenizer.json, first match wins
 SPECIAL_NAMES = {

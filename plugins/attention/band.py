@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from archzoo.masks import AttentionMask
+from archzoo.parts.masks import AttentionMask
 
 _LSE_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 _SDPA_LSE = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)

@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from archzoo.component import param
-from archzoo.interfaces import AttentionContext
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import AttentionContext
 
 from .block_sparse import BlockLayoutPattern
 from .mha import MultiHeadAttention

@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from archzoo.component import param
-from archzoo.interfaces import AttentionContext
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import AttentionContext
 
 from .eager import takes_eager
 from .local import LocalPattern

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from archzoo.component import param
+from archzoo.parts.component import param
 
 from .sparse import SparseAttention, SparsePattern
 

@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from archzoo.component import param
-from archzoo.interfaces import Attention, AttentionContext
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import Attention, AttentionContext
 
 from .eager import takes_eager
 from .mha import MultiHeadAttention

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from archzoo.component import param
+from archzoo.parts.component import param
 
 from .sparse import SparseAttention, SparsePattern, key_block_any
 

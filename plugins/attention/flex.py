@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from archzoo.masks import AttentionMask
+from archzoo.parts.masks import AttentionMask
 
 try:  # FlexAttention is optional: CPU eager never depends on it
     from torch.nn.attention.flex_attention import flex_attention as _flex_attention

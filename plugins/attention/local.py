@@ -11,9 +11,9 @@ from typing import Any
 
 from torch import Tensor
 
-from archzoo.attention_probs import attention_probs, scatter_keys
-from archzoo.component import param
-from archzoo.interfaces import AttentionContext
+from archzoo.parts.attention_probs import attention_probs, scatter_keys
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import AttentionContext
 
 from .sparse import SparseAttention, SparsePattern, band_layout, masked_sdpa
 

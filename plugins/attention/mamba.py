@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from archzoo.component import param
-from archzoo.interfaces import Attention, AttentionContext
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import Attention, AttentionContext
 
 from .recurrent import causal_conv, chunked_diagonal_scan, recurrent_diagonal_scan, token_flags
 

@@ -10,9 +10,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from archzoo.component import param
-from archzoo.interfaces import Attention, AttentionContext, NormFactory
-from archzoo.linear import make_linear
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import Attention, AttentionContext, NormFactory
+from archzoo.parts.linear import make_linear
 
 from .eager import eager_attention, takes_eager
 from .flex import flex_available, mask_flex

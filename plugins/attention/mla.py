@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from archzoo.component import param
-from archzoo.interfaces import Attention, AttentionContext, NormFactory
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import Attention, AttentionContext, NormFactory
 
 
 class MultiHeadLatentAttention(Attention, name="mla", kv_cache=True, accepts_bias=False, mup=True):

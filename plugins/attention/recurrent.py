@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from archzoo.interfaces import AttentionContext
+from archzoo.parts.interfaces import AttentionContext
 
 
 def token_flags(ctx: AttentionContext, batch: int) -> tuple[Tensor | None, Tensor | None]:

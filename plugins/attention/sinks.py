@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from archzoo.masks import AttentionMask
+from archzoo.parts.masks import AttentionMask
 
 from .flex import flex_available, mask_flex
 

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from archzoo.masks import AttentionMask
+from archzoo.parts.masks import AttentionMask
 
 from .sinks import softmax_with_sinks
 

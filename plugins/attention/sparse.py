@@ -25,9 +25,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from archzoo.component import param
-from archzoo.interfaces import AttentionContext
-from archzoo.masks import AttentionMask, Pattern
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import AttentionContext
+from archzoo.parts.masks import AttentionMask, Pattern
 
 from .band import band_applies, band_attention
 from .eager import eager_attention, takes_eager
@@ -36,7 +36,7 @@ from .mha import MultiHeadAttention
 from .sinks import flex_lse_available, flex_with_sinks, sink_sdpa
 from .softcap import capped_attention, softcap_score_mod
 
-SparsePattern = Pattern  # the predicate + block layout a mask carries (archzoo.masks)
+SparsePattern = Pattern  # the predicate + block layout a mask carries (archzoo.parts.masks)
 
 
 # ---------------------------------------------------------------- layout helpers

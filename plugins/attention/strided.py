@@ -11,7 +11,7 @@ from typing import Any
 
 from torch import Tensor
 
-from archzoo.component import param
+from archzoo.parts.component import param
 
 from .sparse import SparseAttention, SparsePattern, block_differences
 

@@ -9,8 +9,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from archzoo.component import param
-from archzoo.interfaces import AttentionContext, NormFactory
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import AttentionContext, NormFactory
 
 from .block_local import BlockLocalAttention, SideKeys
 

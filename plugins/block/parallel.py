@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from archzoo.component import param
-from archzoo.interfaces import AttentionContext, Block, NormFactory
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import AttentionContext, Block, NormFactory
 
 
 class ParallelBlock(Block, name="parallel", final_norm=True):

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 from torch import Tensor
 
-from archzoo.component import param
-from archzoo.interfaces import AttentionContext, Block
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import AttentionContext, Block
 
 
 class PostLNBlock(Block, name="post_ln"):

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 from torch import Tensor, nn
 
-from archzoo.component import param
-from archzoo.interfaces import AttentionContext, Block, NormFactory
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import AttentionContext, Block, NormFactory
 
 
 class PreLNBlock(Block, name="pre_ln", final_norm=True):

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from torch import Tensor
 
-from archzoo.interfaces import Block
+from archzoo.parts.interfaces import Block
 
 
 class ResPostLNBlock(Block, name="res_post_ln", final_norm=True):

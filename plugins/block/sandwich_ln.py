@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from torch import Tensor
 
-from archzoo.interfaces import Block, NormFactory
+from archzoo.parts.interfaces import Block, NormFactory
 
 
 class SandwichLNBlock(Block, name="sandwich_ln", final_norm=True):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.converter import ConversionError, Field, get, spec_parts
+from archzoo.parts.converter import ConversionError, Field, get, spec_parts
 
 from .bert import BertConverter, bert_fields, mlm_activation
 from .common import BERT_BUFFERS, BERT_EMBEDDINGS, encoder_tasks, mlm_task, table

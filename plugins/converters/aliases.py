@@ -3,7 +3,7 @@ converter table of the type named (each checked against transformers' modeling c
 
 from __future__ import annotations
 
-from archzoo.hf_alias import Alias
+from archzoo.parts.hf_alias import Alias
 
 from .bart import BartConverter
 from .bert import RobertaConverter

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from archzoo.converter import parse_fields, spec_parts
+from archzoo.parts.converter import parse_fields, spec_parts
 
 from .common import ACTIVATION, table
 from .llama import ATTENTION_TENSORS, ROTARY_BUFFER, LlamaConverter

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from archzoo.converter import Converter, parse_fields, spec_parts
+from archzoo.parts.converter import Converter, parse_fields, spec_parts
 
 from .common import (
     ACTIVATION,

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from archzoo.converter import ConversionError, Field, get
+from archzoo.parts.converter import ConversionError, Field, get
 
 from .bert import LAYERS, BertConverter, bert_fields, mlm_activation
 from .common import (

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from archzoo.converter import ConversionError, Field, spec_parts
+from archzoo.parts.converter import ConversionError, Field, spec_parts
 
 from .bart import BART_FIELDS, BART_STACKS, BART_TENSORS, BartConverter
 from .big_bird import BigBirdConverter

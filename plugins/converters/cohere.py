@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from archzoo.converter import Field, Values, parse_fields, spec_parts
+from archzoo.parts.converter import Field, Values, parse_fields, spec_parts
 
 from .common import TASK_LM, decoder_tasks, table, tie
 from .common import task as make_task

@@ -6,8 +6,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from archzoo.converter import Field, Task, Values, parse_fields, spec_parts
-from archzoo.hf_tensors import TensorTable, parse_rules
+from archzoo.parts.converter import Field, Task, Values, parse_fields, spec_parts
+from archzoo.parts.hf_tensors import TensorTable, parse_rules
 
 from . import paths
 from .rope import rope_parameters as rope_parameters  # re-exported: its old home

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from archzoo.converter import Converter, parse_fields, spec_parts
+from archzoo.parts.converter import Converter, parse_fields, spec_parts
 
 from .common import PAD, decoder_tasks, table, task, tie
 

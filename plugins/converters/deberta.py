@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.converter import ConversionError, Converter, Field, TensorSource, get, spec_parts
-from archzoo.hf_tensors import ZooNames
+from archzoo.parts.converter import ConversionError, Converter, Field, TensorSource, get, spec_parts
+from archzoo.parts.hf_tensors import ZooNames
 
 from .bert import LAYER_OUTPUTS, bert_fields, mlm_activation
 from .common import ACTIVATION, HEADLESS, QUESTION_ANSWERING, table, task, tie

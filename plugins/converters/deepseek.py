@@ -7,8 +7,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.converter import parse_fields, spec_parts
-from archzoo.plan import layer_components, stack_config
+from archzoo.parts.converter import parse_fields, spec_parts
+from archzoo.specs.plan import layer_components, stack_config
 
 from .common import PAD, SIZES, decoder_tasks, lm_task, table
 from .experts import GATE_UP_DOWN_PROJ

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from archzoo.converter import Field, get
+from archzoo.parts.converter import Field, get
 
 from .bert import LAYERS, BertConverter, bert_fields
 from .common import (

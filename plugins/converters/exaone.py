@@ -10,8 +10,8 @@ from typing import Any
 
 from torch import Tensor
 
-from archzoo.converter import ConversionError, TensorSource
-from archzoo.hf_tensors import ZooNames
+from archzoo.parts.converter import ConversionError, TensorSource
+from archzoo.parts.hf_tensors import ZooNames
 
 from .common import table
 from .llama import ROTARY_BUFFER, LlamaConverter

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from archzoo.converter import TensorSource
+from archzoo.parts.converter import TensorSource
 
 FUSED_IN, FUSED_OUT = "mlp.experts.gate_up_proj", "mlp.experts.down_proj"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.converter import (
+from archzoo.parts.converter import (
     ConversionError,
     Converter,
     Field,
@@ -14,7 +14,7 @@ from archzoo.converter import (
     parse_fields,
     spec_parts,
 )
-from archzoo.hf_tensors import TensorTable
+from archzoo.parts.hf_tensors import TensorTable
 
 from .common import ACTIVATION, PAD, TIED_CAUSAL_LM, table
 from .rope import rope_parameters

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from archzoo.converter import Values, parse_fields, spec_parts
+from archzoo.parts.converter import Values, parse_fields, spec_parts
 
 from .common import decoder_tasks, lm_task
 from .llama import LlamaConverter

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.converter import ConversionError, Field, spec_parts
-from archzoo.plan import layer_components, stack_config
+from archzoo.parts.converter import ConversionError, Field, spec_parts
+from archzoo.specs.plan import layer_components, stack_config
 
 from .common import TASK_LM, decoder_tasks, table, tie
 from .common import task as make_task

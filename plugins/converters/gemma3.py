@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from archzoo.component import config_defaults
-from archzoo.converter import ConversionError, spec_parts
+from archzoo.parts.component import config_defaults
+from archzoo.parts.converter import ConversionError, spec_parts
 
 from ..position.rotary import RotaryPosition
 from .common import HEADLESS, decoder_tasks, table

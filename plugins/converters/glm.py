@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from archzoo.converter import parse_fields, spec_parts
+from archzoo.parts.converter import parse_fields, spec_parts
 
 from .common import decoder_tasks, lm_task, table
 from .llama import ATTENTION_TENSORS, ROTARY_BUFFER, LlamaConverter

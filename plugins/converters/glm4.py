@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from archzoo.converter import spec_parts
+from archzoo.parts.converter import spec_parts
 
 from .common import table
 from .glm import GATE_UP_TENSORS, GlmConverter

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from archzoo.converter import Converter, Field, Values, parse_fields, spec_parts
+from archzoo.parts.converter import Converter, Field, Values, parse_fields, spec_parts
 
 from .common import (
     ACTIVATION,

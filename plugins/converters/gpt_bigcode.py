@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from archzoo.converter import Converter, Values, parse_fields, spec_parts
-from archzoo.hf_tensors import PARAMS, Rule
-from archzoo.hf_transforms import HeadsInterleaved, Tensors, Transform
+from archzoo.parts.converter import Converter, Values, parse_fields, spec_parts
+from archzoo.parts.hf_tensors import PARAMS, Rule
+from archzoo.parts.hf_transforms import HeadsInterleaved, Tensors, Transform
 
 from . import paths
 from .common import ACTIVATION, GPT2_TABLES_AND_NORMS, TIED_CAUSAL_LM, table

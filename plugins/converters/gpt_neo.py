@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.converter import ConversionError, Converter, Field, get, parse_fields, spec_parts
-from archzoo.plan import layer_components, stack_config
+from archzoo.parts.converter import ConversionError, Converter, Field, get, parse_fields, spec_parts
+from archzoo.specs.plan import layer_components, stack_config
 
 from .common import ACTIVATION, GPT2_TABLES_AND_NORMS, PAD, TIED_CAUSAL_LM, table
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.converter import Converter, get, spec_parts
+from archzoo.parts.converter import Converter, get, spec_parts
 
 from .common import decoder_tasks, table, task, tie, with_defaults
 from .gpt2 import GPT2Converter

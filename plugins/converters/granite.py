@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.converter import parse_fields
+from archzoo.parts.converter import parse_fields
 
 from .common import decoder_tasks, lm_task
 from .llama import LlamaConverter

@@ -3,7 +3,7 @@ default, and a plain MLP (up, down) with squared ReLU (Nemotron's)."""
 
 from __future__ import annotations
 
-from archzoo.converter import parse_fields, spec_parts
+from archzoo.parts.converter import parse_fields, spec_parts
 
 from .arcee import ArceeConverter
 from .common import decoder_tasks, lm_task, with_defaults

@@ -9,8 +9,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.converter import ConversionError, Converter, Field, parse_fields, spec_parts
-from archzoo.plan import layer_components, stack_config
+from archzoo.parts.converter import ConversionError, Converter, Field, parse_fields, spec_parts
+from archzoo.specs.plan import layer_components, stack_config
 
 from .common import PAD, SIZES, decoder_tasks, lm_task, table
 from .experts import PerExpert

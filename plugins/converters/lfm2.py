@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.converter import ConversionError, Field, parse_fields, spec_parts
-from archzoo.plan import layer_components, stack_config
+from archzoo.parts.converter import ConversionError, Field, parse_fields, spec_parts
+from archzoo.specs.plan import layer_components, stack_config
 
 from .common import HEADLESS, PAD, SIZES, lm_task, table
 from .llama import LlamaConverter

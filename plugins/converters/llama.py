@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.converter import Converter, Field, parse_fields, spec_parts
+from archzoo.parts.converter import Converter, Field, parse_fields, spec_parts
 
 from .common import PAD, SIZES, decoder_tasks, lm_task, table
 from .rope import rope_config, rope_parameters

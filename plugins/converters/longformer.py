@@ -8,8 +8,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.converter import ConversionError, get
-from archzoo.plan import layer_components, stack_config
+from archzoo.parts.converter import ConversionError, get
+from archzoo.specs.plan import layer_components, stack_config
 
 from .bert import LAYERS, RobertaConverter
 from .common import BERT_BUFFERS, BERT_EMBEDDINGS, table

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from archzoo.converter import Values, get
-from archzoo.hf_tensors import TensorTable, parse_rules
+from archzoo.parts.converter import Values, get
+from archzoo.parts.hf_tensors import TensorTable, parse_rules
 
 from .common import PATHS
 from .t5 import T5Converter

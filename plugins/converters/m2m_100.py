@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from archzoo.converter import Converter, get
+from archzoo.parts.converter import Converter, get
 
 from .bart import BART_FIELDS, BART_STACKS, BART_TENSORS, bart_parts
 from .common import HEADLESS, lm_task, table

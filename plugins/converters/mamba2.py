@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.converter import ConversionError, Converter, Field, parse_fields, spec_parts
+from archzoo.parts.converter import ConversionError, Converter, Field, parse_fields, spec_parts
 
 from .common import HEADLESS, PAD, lm_task, table
 

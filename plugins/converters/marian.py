@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from archzoo.converter import ConversionError, Converter, TensorSource, get
+from archzoo.parts.converter import ConversionError, Converter, TensorSource, get
 from archzoo.plugins.position.sinusoidal import sinusoidal_table
 
 from .bart import BART_FIELDS, BART_STACKS, BART_TENSORS, LM_FIXED_BIAS, bart_parts

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from archzoo.converter import Converter
+from archzoo.parts.converter import Converter
 
 from .bart import BART_FIELDS, BART_STACKS, BART_TENSORS, LM_FIXED_BIAS, bart_parts
 from .common import DECODER_LM, HEADLESS, QUESTION_ANSWERING, eos_classifier, table

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.converter import ConversionError
+from archzoo.parts.converter import ConversionError
 
 from .llama import LlamaConverter
 

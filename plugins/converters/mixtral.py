@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.converter import Field, TensorSource, parse_fields, spec_parts
-from archzoo.hf_tensors import ZooNames
+from archzoo.parts.converter import Field, TensorSource, parse_fields, spec_parts
+from archzoo.parts.hf_tensors import ZooNames
 
 from .common import LM_HEAD, table
 from .experts import PerExpert

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.component import config_defaults
-from archzoo.converter import (
+from archzoo.parts.component import config_defaults
+from archzoo.parts.converter import (
     ConversionError,
     Converter,
     Field,
@@ -19,7 +19,7 @@ from archzoo.converter import (
     parse_fields,
     spec_parts,
 )
-from archzoo.plan import layer_components, stack_config
+from archzoo.specs.plan import layer_components, stack_config
 
 from ..position.rotary import RotaryPosition
 from .common import ACTIVATION, HEADLESS, PAD, SIZES, table, task, tie

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from archzoo.converter import ConversionError, Converter, parse_fields, spec_parts
+from archzoo.parts.converter import ConversionError, Converter, parse_fields, spec_parts
 
 from .common import PAD, TIED_CAUSAL_LM, table
 

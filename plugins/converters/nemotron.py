@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from archzoo.converter import parse_fields, spec_parts
+from archzoo.parts.converter import parse_fields, spec_parts
 
 from .arcee import MLP_TENSORS
 from .common import ACTIVATION, table

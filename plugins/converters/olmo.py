@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from archzoo.converter import spec_parts
+from archzoo.parts.converter import spec_parts
 
 from .common import table
 from .llama import MLP_TENSORS, ROTARY_BUFFER, LlamaConverter

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from archzoo.converter import spec_parts
+from archzoo.parts.converter import spec_parts
 
 from .common import table
 from .llama import LlamaConverter

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from archzoo.converter import Converter, Values, parse_fields, spec_parts
+from archzoo.parts.converter import Converter, Values, parse_fields, spec_parts
 
 from .common import HEADLESS, TWO_HEADS, lm_task, table, task
 from .gpt2 import GPT2Converter

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from archzoo.converter import ConversionError, Converter, Values, get, parse_fields, spec_parts
+from archzoo.parts.converter import (
+    ConversionError,
+    Converter,
+    Values,
+    get,
+    parse_fields,
+    spec_parts,
+)
 
 from .common import ACTIVATION, PAD, decoder_tasks, table, task, tie
 

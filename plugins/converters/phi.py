@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from archzoo.converter import Values, parse_fields, spec_parts
+from archzoo.parts.converter import Values, parse_fields, spec_parts
 
 from .common import ACTIVATION, decoder_tasks, table, task, tie
 from .llama import ROTARY_BUFFER, LlamaConverter

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from archzoo.converter import parse_fields, spec_parts
+from archzoo.parts.converter import parse_fields, spec_parts
 
 from .common import table
 from .llama import ROTARY_BUFFER, LlamaConverter

@@ -4,7 +4,7 @@ Megatron-BERT (BERT's names and heads, no embedding norm)."""
 
 from __future__ import annotations
 
-from archzoo.converter import spec_parts
+from archzoo.parts.converter import spec_parts
 
 from .bert import POOLER, BertConverter, RobertaConverter
 from .common import AS_DECODER, BERT_BUFFERS, table

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.converter import spec_parts
-from archzoo.plan import layer_components, stack_config
+from archzoo.parts.converter import spec_parts
+from archzoo.specs.plan import layer_components, stack_config
 
 from .common import LM_HEAD, table
 from .experts import GATE_UP_DOWN_PROJ

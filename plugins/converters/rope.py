@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from archzoo.converter import ConversionError
+from archzoo.parts.converter import ConversionError
 
 # HF rope_parameters / rope_scaling keys -> archzoo rotary parameters
 _ROPE_KEYS = {

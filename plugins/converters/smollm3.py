@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.converter import ConversionError
-from archzoo.plan import layer_components, stack_config
+from archzoo.parts.converter import ConversionError
+from archzoo.specs.plan import layer_components, stack_config
 
 from .llama import LlamaConverter
 

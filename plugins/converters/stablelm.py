@@ -11,8 +11,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from archzoo.converter import TensorSource, Values, parse_fields, spec_parts
-from archzoo.hf_tensors import ZooNames
+from archzoo.parts.converter import TensorSource, Values, parse_fields, spec_parts
+from archzoo.parts.hf_tensors import ZooNames
 
 from .common import table
 from .llama import ATTENTION_TENSORS, MLP_TENSORS, ROTARY_BUFFER, LlamaConverter

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from archzoo.converter import Converter, Field, Values, get, parse_fields, spec_parts
-from archzoo.hf_tensors import TensorTable
+from archzoo.parts.converter import Converter, Field, Values, get, parse_fields, spec_parts
+from archzoo.parts.hf_tensors import TensorTable
 
 from .common import HEADLESS, QUESTION_ANSWERING, eos_classifier, lm_task, table, task
 

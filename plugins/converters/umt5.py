@@ -3,7 +3,7 @@ per stack (t5_relative per_layer)."""
 
 from __future__ import annotations
 
-from archzoo.converter import spec_parts
+from archzoo.parts.converter import spec_parts
 
 from .t5 import T5Converter, t5_table
 

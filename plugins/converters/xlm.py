@@ -8,7 +8,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.converter import ConversionError, Converter, Field, Values, parse_fields, spec_parts
+from archzoo.parts.converter import (
+    ConversionError,
+    Converter,
+    Field,
+    Values,
+    parse_fields,
+    spec_parts,
+)
 
 from .common import HEADLESS, PAD, QUESTION_ANSWERING, table, task, tie, token_classifier
 

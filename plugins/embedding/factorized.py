@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from torch import Tensor, nn
 
-from archzoo.component import dropout_param, param
-from archzoo.interfaces import Dims, NormFactory
+from archzoo.parts.component import dropout_param, param
+from archzoo.parts.interfaces import Dims, NormFactory
 
 from .token import TokenEmbedding
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from archzoo.component import dropout_param, param
-from archzoo.interfaces import Embedding, NormFactory
+from archzoo.parts.component import dropout_param, param
+from archzoo.parts.interfaces import Embedding, NormFactory
 
 
 class TokenEmbedding(Embedding, name="token"):

@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from torch import Tensor, nn
 
-from archzoo.component import param
-from archzoo.interfaces import FeedForward
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import FeedForward
 
 from .activations import ACTIVATIONS
 

@@ -9,9 +9,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from archzoo.component import param
-from archzoo.interfaces import FeedForward
-from archzoo.linear import make_linear
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import FeedForward
+from archzoo.parts.linear import make_linear
 
 from .activations import ACTIVATIONS
 

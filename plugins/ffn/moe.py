@@ -12,9 +12,9 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from archzoo.component import param
-from archzoo.interfaces import FeedForward
-from archzoo.linear import Float32Linear, KeepsFloat32
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import FeedForward
+from archzoo.parts.linear import Float32Linear, KeepsFloat32
 
 from .activations import ACTIVATIONS, clamped_swiglu
 from .glu import GATES

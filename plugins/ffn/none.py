@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from archzoo.interfaces import FeedForward
+from archzoo.parts.interfaces import FeedForward
 
 
 class NoFeedForward(FeedForward, name="none"):

@@ -8,7 +8,7 @@ from typing import Any, Literal
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from archzoo.component import dropout_param, param
+from archzoo.parts.component import dropout_param, param
 
 from .pooling import PooledHead, PoolerConfig, pool, pool_at_token
 

@@ -7,8 +7,8 @@ from typing import Any, Literal
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from archzoo.component import param
-from archzoo.interfaces import Head
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import Head
 
 from ..ffn.activations import ACTIVATIONS
 

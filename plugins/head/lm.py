@@ -7,8 +7,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from archzoo.component import param
-from archzoo.interfaces import Embedding, Head
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import Embedding, Head
 
 from .losses import linear_cross_entropy, token_cross_entropy
 

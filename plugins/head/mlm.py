@@ -10,8 +10,8 @@ from typing import Any, Literal
 
 from torch import Tensor, nn
 
-from archzoo.component import param
-from archzoo.interfaces import Embedding, Head, NormFactory
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import Embedding, Head, NormFactory
 
 from ..ffn.activations import ACTIVATIONS
 from .losses import linear_cross_entropy, token_cross_entropy

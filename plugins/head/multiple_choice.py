@@ -8,8 +8,8 @@ from typing import Any, Literal
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from archzoo.component import param
-from archzoo.forward_inputs import ForwardBatch, flatten_choices, flatten_inputs
+from archzoo.parts.component import param
+from archzoo.parts.forward_inputs import ForwardBatch, flatten_choices, flatten_inputs
 
 from .pooling import PooledHead, PoolerConfig, pool
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from archzoo.component import param
-from archzoo.interfaces import Head
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import Head
 
 
 class NoHead(Head, name="none", mup=True):

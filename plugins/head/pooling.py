@@ -10,8 +10,8 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from archzoo.component import param
-from archzoo.interfaces import Head, NormFactory
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import Head, NormFactory
 
 from ..ffn.activations import ACTIVATIONS
 

@@ -7,7 +7,7 @@ from typing import Literal
 import torch.nn.functional as F
 from torch import Tensor
 
-from archzoo.component import param
+from archzoo.parts.component import param
 
 from .none import NoHead
 from .pooling import pool

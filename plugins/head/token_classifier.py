@@ -7,7 +7,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from archzoo.component import dropout_param, param
+from archzoo.parts.component import dropout_param, param
 
 from .losses import token_cross_entropy
 from .pooling import PooledHead, TokenPoolerConfig

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from archzoo.component import param
+from archzoo.parts.component import param
 
 from .scaled import ScaledNorm
 

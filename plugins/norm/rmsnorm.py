@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from archzoo.component import param
+from archzoo.parts.component import param
 
 from .scaled import ScaledNorm
 

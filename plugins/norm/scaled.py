@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from archzoo.interfaces import Norm
+from archzoo.parts.interfaces import Norm
 
 
 class ScaledNorm(Norm):

@@ -8,8 +8,8 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from archzoo.component import param
-from archzoo.interfaces import Position
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import Position
 
 
 def alibi_slopes(n_heads: int) -> list[float]:

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from archzoo.component import param
+from archzoo.parts.component import param
 
 COUNTS = ("index", "tokens", "absolute")
 PAD_POSITION = -1  # the id a padding token gets when positions count tokens

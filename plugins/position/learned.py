@@ -7,9 +7,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from archzoo.component import param
-from archzoo.input_checks import values_trusted
-from archzoo.interfaces import Position
+from archzoo.parts.component import param
+from archzoo.parts.input_checks import values_trusted
+from archzoo.parts.interfaces import Position
 
 from .counting import CountedPositions, count_param
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from archzoo.interfaces import Position
+from archzoo.parts.interfaces import Position
 
 
 class NoPosition(Position, name="none"):

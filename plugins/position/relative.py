@@ -12,8 +12,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from archzoo.component import param
-from archzoo.interfaces import Position
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import Position
 
 
 class RelativePosition(Position, name="relative", bias=True):

@@ -7,8 +7,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from archzoo.component import param
-from archzoo.interfaces import Position
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import Position
 
 from .rope_scaling import SCALINGS, check_scaling, plain_inv_freq, scaled_inv_freq
 

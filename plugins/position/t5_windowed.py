@@ -7,7 +7,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from archzoo.component import param
+from archzoo.parts.component import param
 
 from .t5_relative import T5RelativePosition, t5_buckets
 

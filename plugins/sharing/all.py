@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from archzoo.interfaces import Sharing
+from archzoo.parts.interfaces import Sharing
 
 
 class AllSharing(Sharing, name="all"):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from archzoo.component import param
-from archzoo.interfaces import Sharing
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import Sharing
 
 
 class GroupSharing(Sharing, name="groups"):

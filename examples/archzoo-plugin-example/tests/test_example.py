@@ -9,9 +9,10 @@ import torch.nn.functional as F
 from archzoo_example import ScaleNorm, TalkingHeadsAttention
 
 import archzoo
+import archzoo.specs.spec
 from archzoo import Registry
-from archzoo.interfaces import AttentionContext, Dims
-from archzoo.masks import AttentionMask
+from archzoo.parts.interfaces import AttentionContext, Dims
+from archzoo.parts.masks import AttentionMask
 
 TINY = {"n_layers": 2, "d_model": 32, "n_heads": 4, "d_ff": 48, "vocab_size": 64, "max_len": 16}
 
@@ -43,7 +44,7 @@ def test_plugin_registers_its_components_and_zoo_dir(registry):
     info = registry.plugins["example"]
     assert info.components == ["norm:scalenorm", "attention:talking_heads", "attention:qk_norm"]
     assert info.zoo_dirs == [str(archzoo_example.ZOO_DIR)]
-    assert {"talking-heads-gpt", "qk-norm-gpt"} <= set(archzoo.spec.list_models(registry))
+    assert {"talking-heads-gpt", "qk-norm-gpt"} <= set(archzoo.specs.spec.list_models(registry))
 
 
 def test_scalenorm_is_gain_times_unit_vector():

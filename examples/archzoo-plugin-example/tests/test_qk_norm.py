@@ -11,8 +11,8 @@ from archzoo_example import QKNormAttention
 
 import archzoo
 from archzoo import Registry
-from archzoo.interfaces import AttentionContext, Dims
-from archzoo.masks import AttentionMask
+from archzoo.parts.interfaces import AttentionContext, Dims
+from archzoo.parts.masks import AttentionMask
 
 TINY = {"n_layers": 2, "d_model": 32, "n_heads": 4, "d_ff": 48, "vocab_size": 64, "max_len": 32}
 

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from archzoo import Capabilities, param
-from archzoo.interfaces import Attention, AttentionContext, NormFactory
+from archzoo.parts.interfaces import Attention, AttentionContext, NormFactory
 
 
 class QKNormAttention(Attention):

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from archzoo import param
-from archzoo.interfaces import Norm
+from archzoo.parts.interfaces import Norm
 
 
 class ScaleNorm(Norm):

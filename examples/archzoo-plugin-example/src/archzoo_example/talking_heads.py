@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from archzoo import Capabilities, param
-from archzoo.interfaces import Attention, AttentionContext
+from archzoo.parts.interfaces import Attention, AttentionContext
 
 
 class TalkingHeadsAttention(Attention):

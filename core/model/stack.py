@@ -1,0 +1,220 @@
+"""Stack: embedding, positions and blocks run over one sequence of tokens (an encoder or a decoder)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+import torch
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from ..memory import check_fits
+from ..parts.cache import CrossCache, KVCache, LayerCache
+from ..parts.costs import kv_cache_values
+from ..parts.input_checks import values_trusted
+from ..parts.interfaces import AttentionContext, Embedding, Position
+from ..parts.masks import AttentionMask
+from ..parts.outputs import StackRecord
+from .documents import document_positions
+
+
+class Stack(nn.Module):
+    """Embedding, position, blocks (possibly shared) and an optional final norm; layers may
+    rotate or bias by positions of their own (`layer_positions[position_of[j]]`)."""
+
+    def __init__(
+        self,
+        *,
+        embedding: Embedding,
+        position: Position,
+        blocks: list[nn.Module],
+        layer_map: list[int],
+        final_norm: nn.Module | None,
+        causal: bool,
+        checkpointing: bool = False,
+        layer_positions: list[Position] | None = None,
+        position_of: list[int | None] | None = None,
+    ) -> None:
+        super().__init__()
+        self.embedding = embedding
+        self.position = position
+        self.layer_positions = nn.ModuleList(layer_positions or [])
+        self.position_of = position_of or [None] * len(layer_map)
+        self.blocks = nn.ModuleList(blocks)
+        self.layer_map = layer_map
+        self.final_norm = final_norm
+        self.causal = causal
+        self.checkpointing = checkpointing
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        memory: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        cache: KVCache | None = None,
+        record: StackRecord | None = None,
+        attention_inputs: Mapping[str, Tensor] | None = None,
+        langs: Tensor | None = None,
+        documents: Tensor | None = None,
+        memory_documents: Tensor | None = None,
+    ) -> Tensor:
+        """Hidden states (B, T, D). With a cache, input_ids are the new tokens only and
+        attention_mask (if any) covers every cached token plus the new ones. `record`
+        collects hidden states and requested attention probabilities. attention_inputs:
+        per-batch tensors for the attention components (ctx.inputs); langs: language ids
+        for an embedding with a language table (XLM). documents (B, T): run numbers of a
+        packed row (archzoo.model.documents), memory_documents (B, Tm) the memory's: attention
+        stays inside a document and positions restart in each."""
+        B, T = input_ids.shape
+        past = 0 if cache is None else cache.length
+        if documents is not None and cache is not None:
+            raise ValueError(
+                "document_ids (packed rows) cannot be used with a KV cache: decode each "
+                "document in a row of its own"
+            )
+        if position_ids is None:
+            if documents is None:
+                position_ids = self.position.position_ids(input_ids, past)
+            else:
+                position_ids = document_positions(documents)
+        languages = {} if langs is None else {"langs": langs}  # only embeddings that have them
+        x = self.embedding(  # before the cache advances: a refused position leaves it as it was
+            input_ids, token_type_ids, self.position.embed(position_ids), **languages
+        )
+        k_pos, key_padding = position_ids, attention_mask
+        if cache is not None:
+            k_pos, key_padding = cache.advance(position_ids, attention_mask)
+        if attention_mask is not None and getattr(self.embedding.cfg, "zero_padded", False):
+            x = x * attention_mask[:, -T:, None].to(x.dtype)  # (B, T, 1): padded rows are 0
+        mask = AttentionMask.build(
+            T,
+            k_pos.shape[1],
+            causal=self.causal,
+            key_padding=key_padding,
+            key_docs=documents,
+            device=input_ids.device,
+        )
+        state = self.position.prepare(position_ids, k_pos)
+        ctx = AttentionContext(
+            mask, self.position, state, inputs=attention_inputs or {}, input_ids=input_ids
+        )
+        own = [  # the layers' own positions, prepared once per forward like the stack's
+            replace(ctx, position=p, position_state=p.prepare(position_ids, k_pos))
+            for p in self.layer_positions
+        ]
+        layer_ctxs = [ctx if i is None else own[i] for i in self.position_of]
+        cross_ctx = None
+        if memory is not None:
+            if (memory_documents is None) != (documents is None):
+                raise ValueError(
+                    "cross-attention of packed rows needs the documents of both sides: "
+                    "documents (the queries') and memory_documents (the memory's)"
+                )
+            cross_mask = AttentionMask.build(
+                T,
+                memory.shape[1],
+                causal=False,
+                key_padding=memory_mask,
+                key_docs=memory_documents,
+                query_docs=None if memory_documents is None else documents,
+                device=memory.device,
+            )
+            cross_ctx = AttentionContext(cross_mask)
+        recompute = self.checkpointing and self.training and torch.is_grad_enabled()
+        per_layer = self.position.per_layer
+        blocks = list(self.blocks)  # indexing a ModuleList costs a call per layer
+        for j, i in enumerate(self.layer_map):
+            lctx = layer_ctxs[j]
+            if per_layer and self.position_of[j] is None:  # parameters per layer (UMT5)
+                lctx = replace(ctx, position_state=self.position.layer_state(state, j))
+            if record is not None:
+                x = self._recorded_layer(j, i, x, lctx, memory, cross_ctx, cache, record)
+                continue
+            if recompute:  # keep only block inputs; recompute the rest in backward
+                x = checkpoint(blocks[i], x, lctx, memory, cross_ctx, use_reentrant=False)
+                continue
+            if cache is None:
+                x = blocks[i](x, lctx, memory, cross_ctx)
+                continue
+            layer_ctx = lctx.with_cache(cache.layers[j])
+            layer_cross = cross_ctx.with_cache(cache.cross[j]) if cross_ctx is not None else None
+            x = blocks[i](x, layer_ctx, memory, layer_cross)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        if record is not None:
+            record.final(x)
+        return x
+
+    def _recorded_layer(
+        self,
+        j: int,
+        i: int,
+        x: Tensor,
+        ctx: AttentionContext,
+        memory: Tensor | None,
+        cross_ctx: AttentionContext | None,
+        cache: KVCache | None,
+        record: StackRecord,
+    ) -> Tensor:
+        """Run layer use j (block i) keeping its input and, if asked, its probabilities."""
+        record.before_layer(x)
+        if cache is not None:
+            ctx = ctx.with_cache(cache.layers[j])
+            if cross_ctx is not None:
+                cross_ctx = cross_ctx.with_cache(cache.cross[j])
+        ctx, cross_ctx = record.layer_ctx(j, ctx, cross_ctx)
+        block = self.blocks[i]
+        x = block(x, ctx, memory, cross_ctx)
+        record.after_layer(j, block.attention.name, ctx, cross_ctx)
+        return x
+
+    def cache_refusal(self) -> str | None:
+        """Why this stack cannot decode with a KV cache (the first layer that cannot), or None."""
+        for j, i in enumerate(self.layer_map):
+            attention = self.blocks[i].attention
+            if not attention.capabilities.kv_cache:
+                return (
+                    f"layer {j}: attention {attention.name!r} cannot use a KV cache "
+                    "(its capabilities say kv_cache=False); decode without one (use_cache=False)"
+                )
+        return None
+
+    def new_cache(self, batch: int, capacity: int, *, cross: bool = False) -> KVCache:
+        """An empty static cache for `batch` rows and up to `capacity` tokens."""
+        refused = self.cache_refusal()
+        if refused is not None:
+            raise ValueError(refused)
+        for name, value in (("batch", batch), ("capacity", capacity)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"new_cache: {name} must be an integer >= 1, got {value!r}")
+        ref = next(self.parameters())
+        if not values_trusted():  # generate checked this cache with its token buffers already
+            per_token = kv_cache_values(self, capacity) or 0.0
+            check_fits(
+                int(per_token * capacity * batch * ref.element_size()),
+                ref.device,
+                f"a KV cache of {batch} rows by {capacity} tokens",
+                "ask for a smaller batch or capacity",
+            )
+        layers = []
+        for i in self.layer_map:
+            (n_kv, head_dim), values, window = self.blocks[i].attention.cache_shapes()
+            size = capacity if window is None else min(capacity, window)
+            layers.append(
+                LayerCache(
+                    batch,
+                    n_kv,
+                    head_dim,
+                    size,
+                    window=window,
+                    dtype=ref.dtype,
+                    device=ref.device,
+                    value_shape=values,
+                )
+            )
+        crosses = [CrossCache() for _ in self.layer_map] if cross else None
+        return KVCache(layers, crosses, batch=batch, capacity=capacity, device=ref.device)
