@@ -24,9 +24,10 @@ if TYPE_CHECKING:
     from .model.zoo_model import ModelOutput, ZooModel
     from .model_source import load, resolve_model
     from .parts.component import Capabilities, Component, param
-    from .parts.converter import ConversionError, Converter
+    from .parts.converter import Converter
     from .parts.hooks import hookimpl
     from .parts.registry import Registry, RegistryError, get_registry, list_attention_impls
+    from .parts.tensor_source import ConversionError
     from .specs.spec import Spec, load_spec
 
 # public name -> the module of this package that defines it
@@ -35,7 +36,7 @@ _EXPORTS = {
     "Capabilities": "parts.component",
     "Component": "parts.component",
     "param": "parts.component",
-    "ConversionError": "parts.converter",
+    "ConversionError": "parts.tensor_source",
     "Converter": "parts.converter",
     "Location": "errors",
     "SpecError": "errors",
@@ -67,7 +68,7 @@ if "torch" not in sys.modules:
 def __getattr__(name: str) -> Any:
     """Import the module of a public name on first use (torch with it, where it needs it)."""
     module = _EXPORTS.get(name)
-    if module is None:  # a submodule (`archzoo.specs.spec.list_models`), imported eagerly before
+    if module is None:  # a submodule (`archzoo.specs`), imported eagerly before
         if name.startswith("_") or importlib.util.find_spec(f"{__name__}.{name}") is None:
             raise AttributeError(f"module 'archzoo' has no attribute {name!r}")
         return importlib.import_module(f".{name}", __name__)

@@ -1269,3 +1269,27 @@ PUBLISHED["exaone-3.0-7.8b"] = (  # LGAI-EXAONE/EXAONE-3.0-7.8B-Instruct (runs a
     ),
 )
 CAUSAL_LM["ExaoneConfig"] = "LlamaForCausalLM"
+PUBLISHED["qwen1.5-moe-a2.7b"] = (  # Qwen/Qwen1.5-MoE-A2.7B
+    "Qwen2MoeConfig",
+    dict(
+        vocab_size=151936,
+        hidden_size=2048,
+        intermediate_size=5632,
+        moe_intermediate_size=1408,
+        shared_expert_intermediate_size=5632,
+        num_hidden_layers=24,
+        num_attention_heads=16,
+        num_key_value_heads=16,
+        num_experts=60,
+        num_experts_per_tok=4,
+        norm_topk_prob=False,
+        decoder_sparse_step=1,
+        max_position_embeddings=8192,
+        rms_norm_eps=1e-6,
+        rope_parameters={**ROPE, "rope_theta": 1e6},
+        tie_word_embeddings=False,
+        bos_token_id=151643,
+        eos_token_id=151643,
+    ),
+)
+CAUSAL_LM["Qwen2MoeConfig"] = "Qwen2MoeForCausalLM"

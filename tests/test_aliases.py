@@ -65,6 +65,12 @@ GRANITE_MULTIPLIERS = dict(
     attention_multiplier=0.015625,
     logits_scaling=8.0,
 )
+QWEN2_MOE = dict(
+    num_experts=4,
+    num_experts_per_tok=2,
+    moe_intermediate_size=16,
+    shared_expert_intermediate_size=24,
+)
 ENCODER_TASKS = ("ForMaskedLM", "Model", "ForSequenceClassification")
 DECODER_TASKS = ("ForCausalLM", "Model", "ForSequenceClassification")
 
@@ -90,6 +96,10 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
     "glm4": (DECODER, DECODER_TASKS),
     "phi": ({**DECODER, "qk_layernorm": True}, (*DECODER_TASKS, "ForTokenClassification")),
     "granite": ({**DECODER, **GRANITE_MULTIPLIERS}, ("ForCausalLM", "Model")),
+    "qwen2_moe": (  # a dense layer after a routed one; a shared expert of its own width
+        {**DECODER, **QWEN2_MOE, "mlp_only_layers": [1]},
+        (*DECODER_TASKS, "ForTokenClassification", "ForQuestionAnswering"),
+    ),
     "exaone": (DECODER, ("ForCausalLM", "Model")),  # saved under EXAONE's own names
     "xlm-roberta-xl": (ENCODER, (*ENCODER_TASKS, "ForQuestionAnswering")),
     "roberta-prelayernorm": (ENCODER, (*ENCODER_TASKS, "ForTokenClassification")),

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import archzoo
-from archzoo.kernels import Scoring
+from archzoo.parts.kernels import Scoring
 from archzoo.parts.masks import AttentionMask
 from archzoo.parts.registry import RegistryError, get_registry
 from archzoo.plugins.attention.local import LocalPattern
@@ -187,12 +187,12 @@ def test_an_unknown_kernel_is_a_clear_error_listing_the_registered_ones():
 
 def test_a_refused_call_runs_auto_and_says_why_in_the_debug_log(caplog):
     """flex refuses a score bias tensor (ALiBi here): the call runs auto, with the same
-    numbers, and the reason is in archzoo.kernels' debug log."""
+    numbers, and the reason is in archzoo.parts.kernels' debug log."""
     model = archzoo.build_model("bloom-560m", overrides=TINY).eval()
     ids = torch.randint(0, 64, (1, 10), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         expected = model.set_attention_impl("sdpa")(ids).logits
-        with caplog.at_level(logging.DEBUG, logger="archzoo.kernels"):
+        with caplog.at_level(logging.DEBUG, logger="archzoo.parts.kernels"):
             got = model.set_attention_impl("flex")(ids).logits
     assert torch.equal(got, expected)
     assert "attention kernel 'flex' cannot serve this call (a score bias tensor): auto" in (

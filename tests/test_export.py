@@ -53,6 +53,7 @@ EXTRA = {
     },
     "smollm3": {"no_rope_layers": [1, 0]},
     "qwen3_moe": {"mlp_only_layers": [1]},
+    "qwen2_moe": {"mlp_only_layers": [1], "shared_expert_intermediate_size": 24},
     "albert": {"num_hidden_groups": 2},
     "roberta": {"pad_token_id": 1},
     "openai-gpt": {"n_inner": None},

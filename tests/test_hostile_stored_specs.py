@@ -30,7 +30,7 @@ REFUSED_EXTENDS = "saved specs are resolved (a file's spec never reads another)"
 
 @pytest.fixture
 def reads(monkeypatch) -> list[Path]:
-    """Every spec file archzoo reads from here on (all go through spec_sources.read_text)."""
+    """Every spec file archzoo reads from here on (all go through specs/sources.read_text)."""
     seen: list[Path] = []
     real = archzoo.specs.sources.read_text
 

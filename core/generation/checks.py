@@ -4,17 +4,14 @@ encode, and caches or buffers larger than the device's free memory."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from ..memory import check_fits
 from ..parts.costs import kv_cache_values
 from ..parts.input_checks import InputChecks
-
-if TYPE_CHECKING:
-    from ..model.zoo_model import ZooModel
 
 MIN_TEMPERATURE = 1e-5  # below it, sampled scores / temperature overflow float32
 LOG_FLOAT32_RANGE = 87.0  # e**87 and e**-87 are finite, non-zero float32 values
@@ -22,7 +19,7 @@ TOKEN_BUFFERS = 6  # int64 (rows, length) buffers beam search keeps (running, fi
 
 
 def check_generation(
-    model: ZooModel,
+    model: nn.Module,  # a ZooModel
     input_ids: Tensor,
     attention_mask: Tensor | None,
     *,

@@ -1,6 +1,6 @@
 """Export a ZooModel in the Hugging Face layout, checked by transformers before it is kept.
 
-The HF type is the one whose converter table round-trips the spec exactly (`hf_express`);
+The HF type is the one whose converter table round-trips the spec exactly (`hf/express.py`);
 config.json and the tensor names come from the same table as import. Everything is written
 to a temporary directory beside the target; transformers loads it from there and runs the
 probe batch, and only an export that loads with no missing or unexpected tensors and agrees

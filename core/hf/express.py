@@ -17,8 +17,9 @@ from typing import Any
 
 from ..errors import SpecError
 from ..parts.converter import ConversionError, Converter
+from ..parts.kinds import STACKS
 from ..parts.registry import Registry
-from ..specs.fields import COMPONENT_KEYS, STACK_KEYS, STACKS
+from ..specs.fields import COMPONENT_KEYS, STACK_KEYS
 from ..specs.spec import Spec, load_spec
 
 # spec keys that change neither the computation nor the architecture (name, init, memory)

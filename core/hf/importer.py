@@ -149,7 +149,7 @@ def _convert(
 def check_config_fits_weights(d: Path, spec: Any, held: int) -> None:
     """Refuse, before building, a config describing far more parameters than the files hold
     (10,000 layers over a one-layer checkpoint would take minutes to build, then fail)."""
-    est = spec.data["vocab_size"] * spec.data["d_model"]  # a rough count (spec_checks)
+    est = spec.data["vocab_size"] * spec.data["d_model"]  # a rough count (specs/checks.py)
     est += sum(size_estimate(stack) for stack in spec.plan.stacks)
     if est > 4 * held + 2**16:
         raise ConversionError(

@@ -1,23 +1,21 @@
 """The checks `ZooModel.forward` runs before any work: every input's shape, dtype and batch
-size (ids read once), and that a KV cache is this model's."""
+size (ids read once), and that a KV cache is this model's. `model` is the ZooModel
+(zoo_model.py imports this file; this file does not import it)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from ..parts.cache import KVCache
 from ..parts.forward_inputs import ForwardBatch
 from ..parts.input_checks import LANGS, InputChecks, values_trusted
 from ..specs.plan import stack_role
 
-if TYPE_CHECKING:
-    from .zoo_model import ZooModel
 
-
-def check_inputs(model: ZooModel, batch: ForwardBatch, encoder_outputs: Tensor | None) -> None:
+def check_inputs(model: nn.Module, batch: ForwardBatch, encoder_outputs: Tensor | None) -> None:
     """Shapes, dtypes and batch sizes of every input; id ranges read once (input_checks).
     Multiple choice: `labels` have a row per example, the inputs one per choice."""
     input_ids, attention_mask, token_type_ids = (
@@ -69,7 +67,7 @@ def check_inputs(model: ZooModel, batch: ForwardBatch, encoder_outputs: Tensor |
     checks.run()
 
 
-def check_cache(model: ZooModel, cache: Any, ids: Tensor) -> None:
+def check_cache(model: nn.Module, cache: Any, ids: Tensor) -> None:
     """`cache` is this model's (new_cache) for the rows of `ids`, in the weights' dtype."""
     if model.decoder is None:
         raise ValueError(f"a {model.family} model does not decode; cache must be None")

@@ -9,6 +9,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from ..generation.decode import generate
 from ..parts.cache import KVCache
 from ..parts.forward_inputs import ForwardBatch, kept_positions
 from ..parts.input_checks import values_trusted
@@ -346,8 +347,6 @@ class ZooModel(nn.Module):
 
     def generate(self, input_ids: Tensor, **kwargs: Any) -> Tensor:
         """Generate tokens with transformers' conventions; see archzoo.generation.decode.generate."""
-        from ..generation.decode import generate
-
         return generate(self, input_ids, **kwargs)
 
     def num_parameters(self) -> int:

@@ -133,8 +133,6 @@ class Component(nn.Module):
 
     def matmul_flops(self) -> int:
         """Forward FLOPs of one token through this component's projections (2 per weight)."""
-        from .costs import linear_flops
-
         return linear_flops(self)
 
     @classmethod
@@ -158,6 +156,19 @@ class Component(nn.Module):
             "params": params,
             "capabilities": caps,
         }
+
+
+def linear_flops(module: nn.Module) -> int:
+    """2 x weights of every nn.Linear under `module`; a sub-component's own count is used."""
+    if isinstance(module, nn.Linear):
+        return 2 * module.weight.numel()
+    total = 0
+    for child in module.children():
+        if isinstance(child, Component):
+            total += child.matmul_flops()
+        else:
+            total += linear_flops(child)
+    return total
 
 
 def _type_name(tp: Any) -> str:

@@ -20,24 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torch import nn
-
 BYTES_PER_VALUE: dict[str, int] = {"float32": 4, "bfloat16": 2, "int8": 1}
-
-
-def linear_flops(module: nn.Module) -> int:
-    """2 x weights of every nn.Linear under `module`; a sub-component's own count is used."""
-    from .component import Component
-
-    if isinstance(module, nn.Linear):
-        return 2 * module.weight.numel()
-    total = 0
-    for child in module.children():
-        if isinstance(child, Component):
-            total += child.matmul_flops()
-        else:
-            total += linear_flops(child)
-    return total
 
 
 def stack_flops(stack: Any, context: int, *, memory_len: int | None = None) -> int:

@@ -16,8 +16,8 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from .converter import ConversionError, TensorSource
 from .hf_transforms import IDENTITY, Transform, named
+from .tensor_source import ConversionError, TensorSource
 
 PARAMS = ("weight", "bias")
 

@@ -1,4 +1,5 @@
-"""The component kinds, in build order (no torch: the `zoo` CLI reads them for --help)."""
+"""The component kinds, in build order, and the stacks of an encoder-decoder spec (no torch:
+the `zoo` CLI reads them for --help)."""
 
 from __future__ import annotations
 
@@ -12,3 +13,4 @@ KINDS: tuple[str, ...] = (
     "sharing",
     "head",
 )
+STACKS: tuple[str, ...] = ("encoder", "decoder")  # sections of an encoder-decoder spec

@@ -10,11 +10,11 @@ import pkgutil
 from pathlib import Path
 from typing import Any
 
-from ..kernels import AttentionKernel
 from . import interfaces
 from .component import KINDS, Capabilities, Component
 from .converter import Converter
 from .hf_alias import Alias
+from .kernels import AttentionKernel
 
 
 class RegistryError(Exception):
@@ -38,10 +38,10 @@ class Registrar:
         self.components.append(cls)
 
     def add_kernel(self, kernel: AttentionKernel) -> None:
-        """Register an attention kernel (declared with `archzoo.kernels.attention_kernel`)."""
+        """Register an attention kernel (declared with `archzoo.parts.kernels.attention_kernel`)."""
         if not isinstance(kernel, AttentionKernel):
             raise RegistryError(
-                f"attention kernel {kernel!r} is not declared with archzoo.kernels.attention_kernel"
+                f"attention kernel {kernel!r} is not declared with archzoo.parts.kernels.attention_kernel"
             )
         self.kernels.append(kernel)
 

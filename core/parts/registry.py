@@ -13,11 +13,12 @@ from typing import Any
 
 import pluggy
 
-from ..kernels import AttentionKernel
 from .component import KINDS, Component
 from .hooks import PROJECT, ArchzooSpec
+from .kernels import AttentionKernel
 from .plugin_guard import DISABLE_ENV, NO_PLUGINS_ENV, loading_plugin, plugins_off
 from .registrar import Registrar, RegistryError
+from .tensor_source import ConversionError
 
 ENTRY_POINT_GROUP = "archzoo"
 
@@ -261,8 +262,6 @@ class Registry:
     def converter(self, model_type: str) -> Any:
         """The converter for an HF model_type; the error lists the supported ones."""
         if model_type not in self._converters:
-            from .converter import ConversionError
-
             lacks = self._missing.get(model_type)
             why = f" (it needs {lacks[0]}, which archzoo lacks)" if lacks else ""
             raise ConversionError(

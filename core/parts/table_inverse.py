@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..specs.fields import STACKS
+from .kinds import STACKS
 
 UNWRITABLE: Any = object()  # a spec value the table has no HF spelling for
 

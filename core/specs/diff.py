@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..parts.component import config_defaults
+from ..parts.kinds import STACKS
 from ..parts.registry import get_registry
 from .fields import COMPONENT_KEYS, LAYER_KEYS
-from .spec import STACKS, Spec
+from .spec import Spec
 
 # scalar keys compared per stack after resolution (null head_dim/d_ff made explicit)
 STACK_SIZES = ("n_layers", "n_heads", "head_dim", "d_ff", "dropout", "attention_dropout")

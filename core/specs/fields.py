@@ -27,8 +27,8 @@ COMPONENT_DEFAULTS: dict[str, str] = {
     "sharing": "none",
     "head": "none",
 }
-STACKS: tuple[str, ...] = ("encoder", "decoder")  # sections of an encoder-decoder spec
 REQUIRED = ("family", "vocab_size", "d_model", "n_layers", "n_heads")
+DERIVED = ("head_dim", "d_ff", "attention_dropout")  # null in a source: computed from others
 
 
 @dataclass

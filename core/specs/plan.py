@@ -14,8 +14,8 @@ from torch import nn
 
 from ..parts.component import Component
 from ..parts.interfaces import Dims
+from ..parts.kinds import STACKS
 from ..parts.registry import Registry
-from .fields import STACKS
 from .mup import mup_dims
 
 LAYER_PARTS = ("attention", "ffn", "block", "norm")

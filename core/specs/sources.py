@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Location, SpecError, SpecIssue, closest
+from ..parts.kinds import STACKS
 from ..parts.registry import Registry, get_registry
-from .fields import COMPONENT_KEYS, STACKS
+from .fields import COMPONENT_KEYS
 from .yaml_source import Locs, YAMLSyntaxError, load_value, load_yaml, read_text
 
 MAX_EXTENDS = 64  # specs in one `extends` chain

@@ -17,10 +17,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from archzoo.kernels import Scoring
 from archzoo.parts.attention_probs import attention_probs
 from archzoo.parts.component import param
 from archzoo.parts.interfaces import AttentionContext
+from archzoo.parts.kernels import Scoring
 from archzoo.parts.masks import AttentionMask
 
 from .block_sparse import BlockLayoutPattern

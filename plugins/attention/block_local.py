@@ -15,9 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from archzoo.kernels import Scoring
 from archzoo.parts.component import param
 from archzoo.parts.interfaces import AttentionContext
+from archzoo.parts.kernels import Scoring
 from archzoo.parts.masks import AttentionMask
 
 from .kernels.eager import takes_eager

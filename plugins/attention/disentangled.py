@@ -16,11 +16,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from archzoo.attention_template import KernelRunner
-from archzoo.kernels import Scoring
 from archzoo.parts.attention_probs import attention_probs
+from archzoo.parts.attention_template import KernelRunner
 from archzoo.parts.component import param
 from archzoo.parts.interfaces import Attention, AttentionContext
+from archzoo.parts.kernels import Scoring
 
 from .kernels.eager import takes_eager
 from .mha import MultiHeadAttention

@@ -17,9 +17,9 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from archzoo.kernels import Scoring
 from archzoo.parts.component import param
 from archzoo.parts.interfaces import AttentionContext
+from archzoo.parts.kernels import Scoring
 from archzoo.parts.masks import AttentionMask
 
 from .kernels.masked import masked_sdpa

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from archzoo.attention_template import AttentionTemplate
+from archzoo.parts.attention_template import AttentionTemplate
 from archzoo.parts.interfaces import Attention, NormFactory
 
 from .projections import ProjectionConfig, Projections, projection_issues

@@ -16,11 +16,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from archzoo.attention_template import KernelRunner
-from archzoo.kernels import Scoring
 from archzoo.parts.attention_probs import attention_probs
+from archzoo.parts.attention_template import KernelRunner
 from archzoo.parts.component import param
 from archzoo.parts.interfaces import Attention, AttentionContext, NormFactory
+from archzoo.parts.kernels import Scoring
 from archzoo.parts.masks import AttentionMask
 
 

@@ -16,9 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from archzoo.attention_template import AttentionTemplate
-from archzoo.kernels import AttentionKernel, Scoring, dispatch
+from archzoo.parts.attention_template import AttentionTemplate
 from archzoo.parts.interfaces import Attention, AttentionContext, NormFactory
+from archzoo.parts.kernels import AttentionKernel, Scoring, dispatch
 from archzoo.parts.masks import AttentionMask, Pattern
 
 from .kernels.auto import auto

@@ -10,7 +10,7 @@ import torch
 from archzoo_example import chunked, chunked_module
 
 import archzoo
-from archzoo.kernels import Scoring
+from archzoo.parts.kernels import Scoring
 from archzoo.parts.masks import AttentionMask
 
 TINY = {"n_layers": 2, "d_model": 32, "n_heads": 4, "d_ff": 48, "vocab_size": 64, "max_len": 160}

@@ -1,1 +1,1 @@
-"""Attention kernels, each a function registered by name (`archzoo.kernels`)."""
+"""Attention kernels, each a function registered by name (`archzoo.parts.kernels`)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from archzoo.kernels import AttentionKernel, Scoring, attention_kernel
+from archzoo.parts.kernels import AttentionKernel, Scoring, attention_kernel
 from archzoo.parts.masks import AttentionMask
 
 from .blocked import blocked

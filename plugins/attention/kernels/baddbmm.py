@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from archzoo.kernels import Scoring, attention_kernel
+from archzoo.parts.kernels import Scoring, attention_kernel
 from archzoo.parts.masks import AttentionMask
 
 from .eager import eager_attention, eager_refuses

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from archzoo.kernels import Scoring, attention_kernel
+from archzoo.parts.kernels import Scoring, attention_kernel
 from archzoo.parts.masks import AttentionMask
 
 from .band import band_applies, band_attention

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from archzoo.kernels import Scoring, attention_kernel
+from archzoo.parts.kernels import Scoring, attention_kernel
 from archzoo.parts.masks import AttentionMask
 
 EAGER = ("eager", "baddbmm")  # the kernels that write transformers' eager order out

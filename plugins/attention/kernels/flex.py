@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from archzoo.kernels import Scoring, attention_kernel
+from archzoo.parts.kernels import Scoring, attention_kernel
 from archzoo.parts.masks import AttentionMask
 
 try:  # FlexAttention is optional: CPU eager never depends on it

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from archzoo.kernels import Scoring
+from archzoo.parts.kernels import Scoring
 from archzoo.parts.masks import AttentionMask
 
 from .math import math

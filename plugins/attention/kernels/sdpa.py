@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
-from archzoo.kernels import Scoring, attention_kernel
+from archzoo.parts.kernels import Scoring, attention_kernel
 from archzoo.parts.masks import AttentionMask
 
 from .sinks import sink_sdpa

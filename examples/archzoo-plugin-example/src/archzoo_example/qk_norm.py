@@ -4,7 +4,7 @@ pass through a norm before the dot product, which keeps the attention logits bou
 Written only against archzoo's documented attention contract (docs/plugins.md,
 "Attention contract"): the norm is the spec's `norm:` component, made at width head_dim by
 the factory the builder hands over; the layer supplies its projections and the attention
-template (archzoo.attention_template) rotates, caches, adds the score bias and runs the
+template (archzoo.parts.attention_template) rotates, caches, adds the score bias and runs the
 kernel the user chose (attention_impl=).
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from archzoo import Capabilities, param
-from archzoo.attention_template import AttentionTemplate
+from archzoo.parts.attention_template import AttentionTemplate
 from archzoo.parts.interfaces import AttentionContext, NormFactory
 
 

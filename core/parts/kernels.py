@@ -12,7 +12,7 @@ module that defines it). `refuses(q, k, mask, scoring)` says why the kernel cann
 this call exactly (a term it has no slot for, a device it does not run on), or None. The
 model's layers name their kernel (`set_attention_impl`); `dispatch` runs it, or, when it
 refuses, the `auto` kernel, which picks one that serves the call. The reason goes to the
-debug log of `archzoo.kernels`, never a different result in silence.
+debug log of `archzoo.parts.kernels`, never a different result in silence.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .parts.masks import AttentionMask
+from .masks import AttentionMask
 
 log = logging.getLogger(__name__)
 

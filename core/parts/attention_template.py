@@ -12,11 +12,11 @@ from typing import Any
 
 from torch import Tensor
 
+from . import attention_probs as _probs
+from .interfaces import Attention, AttentionContext
 from .kernels import FALLBACK, Scoring, dispatch
-from .parts import attention_probs as _probs
-from .parts.interfaces import Attention, AttentionContext
-from .parts.masks import AttentionMask, Pattern
-from .parts.registry import get_registry
+from .masks import AttentionMask, Pattern
+from .registry import get_registry
 
 
 class KernelRunner:
