@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from hf_util import V, assert_causal_lm_equal, perturb, save_hf
+from hf_util import V, assert_causal_lm_equal, assert_greedy_equal, perturb, save_hf
 
 import archzoo
 
@@ -52,6 +52,7 @@ def test_lfm2_imports_with_transformers_logits(tmp_path):
     assert [entry["select"] for entry in layers] == [[1]] and ours.spec.data["d_ff"] == 48
     assert_causal_lm_equal(ref, ours)  # a right-padded row, and the loss
     assert_left_padded_equal(ref, ours)
+    assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
 
 
 def test_mamba2_imports_with_transformers_logits(tmp_path):
@@ -76,6 +77,7 @@ def test_mamba2_imports_with_transformers_logits(tmp_path):
     assert (mixer["d_inner"], mixer["dt_max"], ours.spec.data["ffn"]["kind"]) == (64, 5.0, "none")
     assert_causal_lm_equal(ref, ours)
     assert_left_padded_equal(ref, ours)
+    assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
     archzoo.to_hf(ours, tmp_path / "out")  # the step limit goes back into config.json
     saved = json.loads((tmp_path / "out" / "config.json").read_text())
     assert (saved["expand"], saved["time_step_limit"]) == (2, [0.0, 5.0])
@@ -112,6 +114,7 @@ def test_jamba_imports_with_transformers_logits(tmp_path):
     ]
     assert_causal_lm_equal(ref, ours)
     assert_left_padded_equal(ref, ours)
+    assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
 
 
 def test_bamba_imports_with_transformers_logits(tmp_path):
@@ -140,6 +143,7 @@ def test_bamba_imports_with_transformers_logits(tmp_path):
     assert ours.spec.data["layers"][0]["select"] == [1]
     assert_causal_lm_equal(ref, ours)
     assert_left_padded_equal(ref, ours)
+    assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
 
 
 def test_qwen3_next_imports_with_transformers_logits(tmp_path):
@@ -177,3 +181,4 @@ def test_qwen3_next_imports_with_transformers_logits(tmp_path):
     ]
     assert_causal_lm_equal(ref, ours)
     assert_left_padded_equal(ref, ours)
+    assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
