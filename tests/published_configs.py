@@ -1293,3 +1293,28 @@ PUBLISHED["qwen1.5-moe-a2.7b"] = (  # Qwen/Qwen1.5-MoE-A2.7B
     ),
 )
 CAUSAL_LM["Qwen2MoeConfig"] = "Qwen2MoeForCausalLM"
+PUBLISHED["qwen3-next-80b-a3b"] = (  # Qwen/Qwen3-Next-80B-A3B, as recalled (see the zoo spec)
+    "Qwen3NextConfig",
+    dict(
+        vocab_size=151936,
+        hidden_size=2048,
+        intermediate_size=5120,
+        num_hidden_layers=48,
+        num_attention_heads=16,
+        num_key_value_heads=2,
+        head_dim=256,
+        linear_conv_kernel_dim=4,
+        linear_key_head_dim=128,
+        linear_value_head_dim=128,
+        linear_num_key_heads=16,
+        linear_num_value_heads=32,
+        num_experts=512,
+        num_experts_per_tok=10,
+        moe_intermediate_size=512,
+        shared_expert_intermediate_size=512,
+        max_position_embeddings=262144,
+        rope_parameters={**ROPE, "rope_theta": 1e7, "partial_rotary_factor": 0.25},
+        tie_word_embeddings=False,
+    ),
+)
+CAUSAL_LM["Qwen3NextConfig"] = "Qwen3NextForCausalLM"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from hf_util import V, assert_causal_lm_equal, perturb, save_hf
+from hf_util import V, assert_causal_lm_equal, assert_greedy_equal, perturb, save_hf
 
 import archzoo
 
@@ -52,6 +52,7 @@ def test_lfm2_imports_with_transformers_logits(tmp_path):
     assert [entry["select"] for entry in layers] == [[1]] and ours.spec.data["d_ff"] == 48
     assert_causal_lm_equal(ref, ours)  # a right-padded row, and the loss
     assert_left_padded_equal(ref, ours)
+    assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
 
 
 def test_mamba2_imports_with_transformers_logits(tmp_path):
@@ -76,6 +77,7 @@ def test_mamba2_imports_with_transformers_logits(tmp_path):
     assert (mixer["d_inner"], mixer["dt_max"], ours.spec.data["ffn"]["kind"]) == (64, 5.0, "none")
     assert_causal_lm_equal(ref, ours)
     assert_left_padded_equal(ref, ours)
+    assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
     archzoo.to_hf(ours, tmp_path / "out")  # the step limit goes back into config.json
     saved = json.loads((tmp_path / "out" / "config.json").read_text())
     assert (saved["expand"], saved["time_step_limit"]) == (2, [0.0, 5.0])
@@ -112,6 +114,7 @@ def test_jamba_imports_with_transformers_logits(tmp_path):
     ]
     assert_causal_lm_equal(ref, ours)
     assert_left_padded_equal(ref, ours)
+    assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
 
 
 def test_bamba_imports_with_transformers_logits(tmp_path):
@@ -140,3 +143,42 @@ def test_bamba_imports_with_transformers_logits(tmp_path):
     assert ours.spec.data["layers"][0]["select"] == [1]
     assert_causal_lm_equal(ref, ours)
     assert_left_padded_equal(ref, ours)
+    assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
+
+
+def test_qwen3_next_imports_with_transformers_logits(tmp_path):
+    """Gated DeltaNet (2 key heads of 8, 4 value heads of 6: the grouped in_proj_qkvz),
+    gated attention on layer 1, experts with a gated shared expert; layer 2 dense."""
+    config = transformers.Qwen3NextConfig(
+        vocab_size=V,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        layer_types=["linear_attention", "full_attention", "linear_attention"],
+        mlp_only_layers=[2],
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=8,
+        linear_value_head_dim=6,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=16,
+        shared_expert_intermediate_size=24,
+        max_position_embeddings=64,
+        pad_token_id=0,
+    )
+    ref = transformers.Qwen3NextForCausalLM(config)
+    perturb(ref)
+    ref.eval()
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    assert ours.spec.data["position"]["fraction"] == 0.25
+    assert [(e["select"], sorted(set(e) - {"select"})) for e in ours.spec.data["layers"]] == [
+        ([1], ["attention"]),
+        ([2], ["ffn"]),
+    ]
+    assert_causal_lm_equal(ref, ours)
+    assert_left_padded_equal(ref, ours)
+    assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)

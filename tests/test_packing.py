@@ -93,6 +93,7 @@ ATTENTIONS = {
     "mamba2": {"head_dim": 16, "state_size": 8, "chunk_size": 8},
     "short_conv": {},
     "mamba": {"state_size": 4, "chunk_size": 8},
+    "gated_mha": {"n_kv_heads": 2},
 }
 
 

@@ -14,9 +14,9 @@ from conftest import tiny
 from torch import Tensor
 
 import archzoo
+from archzoo.parts.cache import StateCache
 from archzoo.parts.interfaces import AttentionContext
 from archzoo.parts.masks import AttentionMask
-from archzoo.plugins.attention.recurrent import StateCache
 
 D = 32
 BASE = {"name": "mixer", "family": "decoder", "position": "none", "head": "lm"}

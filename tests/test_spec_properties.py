@@ -152,6 +152,9 @@ def tiny_overrides(data: dict) -> dict[str, Any]:
     if isinstance(attention, dict) and attention.get("kind") == "mla":  # latent sizes from head_dim
         out.update({f"attention.{k}": None for k in ("kv_lora_rank", "qk_nope_head_dim")})
         out.update({"attention.v_head_dim": None, "attention.q_lora_rank": 8})
+    if isinstance(attention, dict) and attention.get("kind") == "gated_deltanet":  # heads too
+        out.update({f"attention.{k}": None for k in ("n_k_heads", "n_v_heads")})
+        out.update({f"attention.{k}": None for k in ("head_k_dim", "head_v_dim")})
     if isinstance(attention, dict) and attention.get("kind") == "mamba2":  # SSM sizes too
         out.update({"attention.d_inner": None, "attention.head_dim": 8, "attention.n_groups": 1})
         out["attention.state_size"] = 8

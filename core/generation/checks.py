@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from ..memory import check_fits
-from ..parts.costs import kv_cache_values
+from ..parts.costs import kv_cache_values, state_bytes
 from ..parts.input_checks import InputChecks
 
 MIN_TEMPERATURE = 1e-5  # below it, sampled scores / temperature overflow float32
@@ -60,6 +60,7 @@ def check_generation(
         if per_token is not None:
             ref = next(model.parameters())
             need += int(per_token * length * rows * ref.element_size())
+            need += rows * sum(state_bytes(model.decoder, ref.element_size()))
     check_fits(
         need,
         input_ids.device,

@@ -85,7 +85,7 @@ def check_cache(model: nn.Module, cache: Any, ids: Tensor) -> None:
         )
     ref = next(model.decoder.parameters())  # as new_cache picks its dtype and device
     layers = len(model.decoder.layer_map)
-    keys = cache.layers[0].k if cache.layers else None
+    keys = cache.layers[0].buffer() if cache.layers else None
     cross = stack_role(model.family, "decoder").cross
     if len(cache.layers) != layers or (cache.cross is not None) != cross:
         raise ValueError(

@@ -10,8 +10,8 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from ..memory import check_fits
-from ..parts.cache import CrossCache, KVCache, LayerCache
-from ..parts.costs import kv_cache_values
+from ..parts.cache import CrossCache, KVCache, LayerCache, StateCache
+from ..parts.costs import kv_cache_values, state_bytes
 from ..parts.input_checks import values_trusted
 from ..parts.interfaces import AttentionContext, Embedding, Position
 from ..parts.masks import AttentionMask
@@ -194,15 +194,21 @@ class Stack(nn.Module):
         ref = next(self.parameters())
         if not values_trusted():  # generate checked this cache with its token buffers already
             per_token = kv_cache_values(self, capacity) or 0.0
+            states = sum(state_bytes(self, ref.element_size()))  # recurrent mixers, per row
             check_fits(
-                int(per_token * capacity * batch * ref.element_size()),
+                int(per_token * capacity * batch * ref.element_size()) + batch * states,
                 ref.device,
                 f"a KV cache of {batch} rows by {capacity} tokens",
                 "ask for a smaller batch or capacity",
             )
-        layers = []
+        layers: list[LayerCache | StateCache] = []
         for i in self.layer_map:
-            (n_kv, head_dim), values, window = self.blocks[i].attention.cache_shapes()
+            attention = self.blocks[i].attention
+            state = attention.state_shapes()
+            if state is not None:  # a recurrent mixer: its state instead of keys and values
+                layers.append(StateCache(state, batch, dtype=ref.dtype, device=ref.device))
+                continue
+            (n_kv, head_dim), values, window = attention.cache_shapes()
             size = capacity if window is None else min(capacity, window)
             layers.append(
                 LayerCache(

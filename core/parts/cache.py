@@ -1,4 +1,7 @@
-"""Static key/value caches for incremental decoding: allocated once, written in place."""
+"""Static caches for incremental decoding, allocated once and written in place: keys and
+values of an attention layer (`LayerCache`), or the recurrent state of a mixer layer
+(`StateCache`: a convolution window and an SSM or delta-rule state), one per layer of a
+stack's `KVCache`."""
 
 from __future__ import annotations
 
@@ -85,6 +88,55 @@ class LayerCache:
         self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
         self.valid = self.valid.index_select(0, index)
 
+    def reset(self) -> None:
+        """Forget every stored token (the buffers stay)."""
+        self.length = 0
+        self.index.fill_(-1)
+        self.valid.fill_(False)
+
+    def buffer(self) -> Tensor:
+        """A tensor in the dtype and on the device the cache was made for (its keys)."""
+        return self.k
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the key and value buffers."""
+        return (self.k.numel() + self.v.numel()) * self.k.element_size()
+
+
+StateShapes = dict[str, tuple[tuple[int, ...], torch.dtype | None]]  # name -> (shape, dtype)
+
+
+class StateCache:
+    """One mixer layer's decoding state: named tensors (B, ...), zeros before the first
+    token, updated in place by the mixer. `shapes` (the mixer's `state_shapes()`) gives each
+    one's per-row shape and dtype (None: the model's `dtype`); the first is in that dtype."""
+
+    def __init__(
+        self, shapes: StateShapes, batch: int, *, dtype: torch.dtype, device: torch.device
+    ) -> None:
+        self.dtype = dtype
+        self.tensors = {
+            name: torch.zeros(batch, *shape, dtype=own or dtype, device=device)
+            for name, (shape, own) in shapes.items()
+        }
+
+    def reset(self) -> None:
+        """Back to the state before any token."""
+        for t in self.tensors.values():
+            t.zero_()
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep batch rows `index` (beam search)."""
+        self.tensors = {name: t.index_select(0, index) for name, t in self.tensors.items()}
+
+    def buffer(self) -> Tensor:
+        """A tensor in the dtype and on the device the cache was made for."""
+        return next(t for t in self.tensors.values() if t.dtype == self.dtype)
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the state tensors."""
+        return sum(t.numel() * t.element_size() for t in self.tensors.values())
+
 
 class CrossCache:
     """Cross-attention keys/values, computed from the encoder output once per generation."""
@@ -99,11 +151,12 @@ class CrossCache:
 
 
 class KVCache:
-    """Every layer's cache for one stack, plus the positions and padding of cached tokens."""
+    """Every layer's cache for one stack (a LayerCache or, for a recurrent mixer, a
+    StateCache), plus the positions and padding of cached tokens."""
 
     def __init__(
         self,
-        layers: list[LayerCache],
+        layers: list[LayerCache | StateCache],
         cross: list[CrossCache] | None,
         *,
         batch: int,
@@ -145,9 +198,7 @@ class KVCache:
         self.length, self.padded = 0, False
         self.key_padding.fill_(True)
         for layer in self.layers:
-            layer.length = 0
-            layer.index.fill_(-1)
-            layer.valid.fill_(False)
+            layer.reset()
 
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows `index` in every layer (beam search)."""
@@ -159,8 +210,8 @@ class KVCache:
             cross.reorder(index)
 
     def memory_bytes(self) -> int:
-        """Bytes held by key/value buffers."""
-        total = sum((c.k.numel() + c.v.numel()) * c.k.element_size() for c in self.layers)
+        """Bytes held by key/value buffers and recurrent states."""
+        total = sum(layer.memory_bytes() for layer in self.layers)
         for c in self.cross or []:
             if c.k is not None:
                 total += c.k.numel() * c.k.element_size() * 2

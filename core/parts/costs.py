@@ -11,13 +11,16 @@ Conventions (those of MFU accounting, Kaplan et al. 2020 / PaLM appendix B):
   Norms, activations, softmax and embedding lookups are not counted.
 - `kv_cache_bytes_per_token` is the self-attention cache at `context` tokens divided by
   `context`, per dtype: a layer caching every key counts its full width, a windowed layer
-  `min(window, context) / context` of it, a latent attention its latent width.
+  `min(window, context) / context` of it, a latent attention its latent width; a recurrent
+  mixer caches no tokens: `state_bytes_per_row` gives each decoder layer's state (a
+  convolution window and an SSM or delta-rule state) for one row, 0 for attention layers.
 - `params_active` is reported when an FFN says a token uses fewer parameters than it has
   (a mixture of experts, through `FeedForward.active_parameters`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 BYTES_PER_VALUE: dict[str, int] = {"float32": 4, "bfloat16": 2, "int8": 1}
@@ -43,10 +46,26 @@ def kv_cache_values(stack: Any, context: int) -> float | None:
         attention = stack.blocks[i].attention
         if not attention.capabilities.kv_cache:
             return None
+        if attention.state_shapes() is not None:  # a recurrent state: state_bytes, not per token
+            continue
         width, window = attention.cache_width()
         kept = context if window is None else min(window, context)
         total += width * kept / context
     return total
+
+
+def state_bytes(stack: Any, value_size: int) -> list[int]:
+    """Bytes of each layer's recurrent decoding state for one row (0 for a layer that caches
+    keys and values), with `value_size` bytes per value of the model's own dtype."""
+    out = []
+    for i in stack.layer_map:
+        shapes = stack.blocks[i].attention.state_shapes() or {}
+        total = 0
+        for shape, dtype in shapes.values():
+            size = value_size if dtype is None else dtype.itemsize
+            total += math.prod(shape) * size
+        out.append(total)
+    return out
 
 
 def active_parameters(model: Any) -> int | None:
@@ -89,6 +108,7 @@ def model_costs(model: Any, context: int | None = None) -> dict[str, Any]:
         "flops_per_token": sum(by_stack.values()),
         "flops_per_token_by_stack": by_stack,
         "kv_cache_bytes_per_token": None,
+        "state_bytes_per_row": None,
     }
     if model.decoder is not None:
         values = kv_cache_values(model.decoder, context)
@@ -96,6 +116,10 @@ def model_costs(model: Any, context: int | None = None) -> dict[str, Any]:
             out["kv_cache_bytes_per_token"] = {
                 dtype: _number(values * size) for dtype, size in BYTES_PER_VALUE.items()
             }
+        size = next(model.parameters()).element_size()
+        states = state_bytes(model.decoder, size)
+        if any(states):  # a hybrid stack: each layer's state per row, next to the KV bytes
+            out["state_bytes_per_row"] = {"decoder": states}
     active = active_parameters(model)
     if active is not None:
         out["params_active"] = active

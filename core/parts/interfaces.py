@@ -218,6 +218,12 @@ class Attention(Component):
         n_kv, head_dim, window = self.cache_layout()
         return (n_kv, head_dim), (n_kv, head_dim), window
 
+    def state_shapes(self) -> dict[str, tuple[tuple[int, ...], torch.dtype | None]] | None:
+        """A recurrent mixer's decoding state per batch row, name -> (shape, dtype or None for
+        the model's), kept in a StateCache instead of keys and values; None (attention): it
+        caches keys and values (`cache_shapes`)."""
+        return None
+
     def cache_width(self) -> tuple[int, int | None]:
         """(numbers cached per token, window or None); a latent attention reports its latent."""
         (hk, dk), (hv, dv), window = self.cache_shapes()

@@ -22,7 +22,9 @@ from archzoo.parts.interfaces import Attention, AttentionContext
 from .recurrent import GatedRMSNorm, causal_conv, scan, token_flags
 
 
-class GatedDeltaNet(Attention, name="gated_deltanet", bidirectional=False, accepts_bias=False):
+class GatedDeltaNet(
+    Attention, name="gated_deltanet", bidirectional=False, accepts_bias=False, kv_cache=True
+):
     """Gated DeltaNet: a delta-rule state per head with a learned decay, short conv and gated norm"""
 
     class Config:

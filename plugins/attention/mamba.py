@@ -23,7 +23,7 @@ from archzoo.parts.interfaces import Attention, AttentionContext
 from .recurrent import causal_conv, chunked_diagonal_scan, recurrent_diagonal_scan, token_flags
 
 
-class Mamba(Attention, name="mamba", bidirectional=False, accepts_bias=False):
+class Mamba(Attention, name="mamba", bidirectional=False, accepts_bias=False, kv_cache=True):
     """Mamba (v1 selective scan): a decay per channel and state entry, short conv, SiLU gate"""
 
     class Config:

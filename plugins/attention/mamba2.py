@@ -23,7 +23,7 @@ from archzoo.parts.interfaces import Attention, AttentionContext
 from .recurrent import GatedRMSNorm, causal_conv, scan, token_flags
 
 
-class Mamba2(Attention, name="mamba2", bidirectional=False, accepts_bias=False):
+class Mamba2(Attention, name="mamba2", bidirectional=False, accepts_bias=False, kv_cache=True):
     """Mamba 2 (SSD): a per-head state with a scalar decay, short conv and gated RMSNorm"""
 
     class Config:

@@ -221,37 +221,6 @@ def recurrent_diagonal_scan(
     return torch.stack(outs, dim=2), state
 
 
-class StateCache:
-    """One mixer layer's decoding state: named tensors (B, ...), zeros before the first token,
-    updated in place by the mixer (`state_shapes()` gives each one's per-row shape and dtype)."""
-
-    def __init__(
-        self,
-        shapes: dict[str, tuple[tuple[int, ...], torch.dtype | None]],
-        batch: int,
-        *,
-        dtype: torch.dtype,
-        device: torch.device,
-    ) -> None:
-        self.tensors = {
-            name: torch.zeros(batch, *shape, dtype=own or dtype, device=device)
-            for name, (shape, own) in shapes.items()
-        }
-
-    def reset(self) -> None:
-        """Back to the state before any token."""
-        for t in self.tensors.values():
-            t.zero_()
-
-    def reorder(self, index: Tensor) -> None:
-        """Keep batch rows `index` (beam search)."""
-        self.tensors = {name: t.index_select(0, index) for name, t in self.tensors.items()}
-
-    def memory_bytes(self) -> int:
-        """Bytes held by the state tensors."""
-        return sum(t.numel() * t.element_size() for t in self.tensors.values())
-
-
 class GatedRMSNorm(nn.Module):
     """RMSNorm with a SiLU gate: w * norm(x) * silu(z) (norm_first) or w * norm(x * silu(z)),
     normalised over groups of `group` features (all of them by default); float32 inside."""

@@ -18,7 +18,9 @@ from archzoo.parts.interfaces import Attention, AttentionContext
 from .recurrent import causal_conv, token_flags
 
 
-class ShortConv(Attention, name="short_conv", bidirectional=False, accepts_bias=False):
+class ShortConv(
+    Attention, name="short_conv", bidirectional=False, accepts_bias=False, kv_cache=True
+):
     """gated short convolution (LFM2): c * conv(b * x) over a window of a few tokens"""
 
     class Config:

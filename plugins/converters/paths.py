@@ -72,3 +72,7 @@ A_LOG, DT_BIAS, SSM_D = (BLOCK + "attention." + p for p in ("A_log", "dt_bias", 
 # mamba: the low-rank step and B, C projection, the step's up-projection, Jamba's norms
 MAMBA_X_PROJ, MAMBA_DT_PROJ = BLOCK + "attention.x_proj", BLOCK + "attention.dt_proj"
 DT_NORM, B_NORM, C_NORM = (BLOCK + "attention." + p for p in ("dt_norm", "b_norm", "c_norm"))
+# gated_deltanet: q|k|v (convolved together), the output gate z, write strength b, decay step a
+GDN_QKV, GDN_Z, GDN_B, GDN_A = (
+    BLOCK + "attention." + p for p in ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")
+)

@@ -1,0 +1,85 @@
+"""Gated attention (Qiu et al., 2025), as Qwen3-Next runs it: GQA attention whose output is
+scaled channel by channel by sigmoid(gate) before the output projection, the gate coming
+from the query projection (each head's [query | gate], 2 x head_dim wide), with per-head
+QK norms (the spec's norm) and the stack's rotation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from archzoo.parts.component import param
+from archzoo.parts.interfaces import Attention, AttentionContext, NormFactory
+
+
+class GatedAttention(Attention, name="gated_mha", kv_cache=True, accepts_bias=False):
+    """GQA attention with a sigmoid output gate per channel from the query projection"""
+
+    class Config:
+        n_kv_heads: int | None = param(None, "key/value heads (null: n_heads)", min=1)
+        bias: bool = param(False, "biases on the q/k/v and output projections")
+        qk_norm: bool = param(True, "normalise each head's query and key with the spec's norm")
+
+    def __init__(self, cfg: Any, dims: Any, *, make_norm: NormFactory | None = None) -> None:
+        super().__init__(cfg, dims)
+        self.n_heads, self.head_dim = dims.n_heads, dims.head_dim
+        self.n_kv = cfg.n_kv_heads or dims.n_heads
+        d, q_dim, kv_dim = dims.d_model, self.n_heads * self.head_dim, self.n_kv * self.head_dim
+        self.q = nn.Linear(d, 2 * q_dim, bias=cfg.bias)  # per head [query | gate]
+        self.k = nn.Linear(d, kv_dim, bias=cfg.bias)
+        self.v = nn.Linear(d, kv_dim, bias=cfg.bias)
+        self.out = nn.Linear(q_dim, d, bias=cfg.bias)
+        self.q_norm = self.k_norm = None
+        if cfg.qk_norm:
+            if make_norm is None:
+                raise ValueError("gated_mha's qk_norm needs the spec's norm factory (make_norm)")
+            self.q_norm, self.k_norm = make_norm(self.head_dim), make_norm(self.head_dim)
+        self.dropout = dims.attention_dropout
+
+    @classmethod
+    def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
+        if cfg.n_kv_heads is not None and dims.n_heads % cfg.n_kv_heads:
+            return [("n_kv_heads", f"{cfg.n_kv_heads} does not divide n_heads {dims.n_heads}")]
+        return []
+
+    @classmethod
+    def cross_attention(cls, cfg: Any, dims: Any, **parts: Any) -> Attention:
+        """A decoder layer attends to an encoder through plain `mha` (no gate), as `mla`."""
+        from .mha import MultiHeadAttention
+
+        own = MultiHeadAttention.Config(bias=cfg.bias, fused_qkv=False)
+        return MultiHeadAttention(own, dims, cross=True, make_norm=parts.get("make_norm"))
+
+    def cache_layout(self) -> tuple[int, int, int | None]:
+        return self.n_kv, self.head_dim, None
+
+    def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:
+        B, T, _ = x.shape
+        hd = self.head_dim
+        q, gate = self.q(x).view(B, T, self.n_heads, 2 * hd).split([hd, hd], dim=-1)
+        k = self.k(x).view(B, T, self.n_kv, hd)
+        v = self.v(x).view(B, T, self.n_kv, hd).transpose(1, 2)  # (B, Hkv, T, hd)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)  # (B, H, T, hd), (B, Hkv, T, hd)
+        if ctx.position is not None:
+            q, k = ctx.position.rotate(ctx.position_state, q, k)
+        if ctx.cache is not None:
+            k, v = ctx.cache.append(k, v)
+        scale = hd**-0.5
+        self.record_probs(ctx, q, k, scale=scale)  # only when asked
+        out = F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            **ctx.mask.sdpa(None, q.dtype),
+            dropout_p=self.dropout if self.training else 0.0,
+            scale=scale,
+            enable_gqa=self.n_kv != self.n_heads,
+        )  # (B, H, T, hd)
+        out = ctx.mask.zero_empty_rows(out).transpose(1, 2).reshape(B, T, -1)  # (B, T, H*hd)
+        return self.out(out * torch.sigmoid(gate.reshape(B, T, -1)))
