@@ -9,14 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
+from archzoo.parts.attention_probs import attention_probs
+from archzoo.parts.attention_template import KernelRunner
 from archzoo.parts.component import param
 from archzoo.parts.interfaces import Attention, AttentionContext, NormFactory
+from archzoo.parts.kernels import Scoring
 
 
-class GatedAttention(Attention, name="gated_mha", kv_cache=True, accepts_bias=False):
+class GatedAttention(KernelRunner, Attention, name="gated_mha", kv_cache=True, accepts_bias=False):
     """GQA attention with a sigmoid output gate per channel from the query projection"""
 
     class Config:
@@ -57,7 +59,9 @@ class GatedAttention(Attention, name="gated_mha", kv_cache=True, accepts_bias=Fa
     def cache_layout(self) -> tuple[int, int, int | None]:
         return self.n_kv, self.head_dim, None
 
-    def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:
+    def attend(
+        self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None
+    ) -> tuple[Tensor, Tensor | None]:
         B, T, _ = x.shape
         hd = self.head_dim
         q, gate = self.q(x).view(B, T, self.n_heads, 2 * hd).split([hd, hd], dim=-1)
@@ -71,15 +75,9 @@ class GatedAttention(Attention, name="gated_mha", kv_cache=True, accepts_bias=Fa
         if ctx.cache is not None:
             k, v = ctx.cache.append(k, v)
         scale = hd**-0.5
-        self.record_probs(ctx, q, k, scale=scale)  # only when asked
-        out = F.scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            **ctx.mask.sdpa(None, q.dtype),
-            dropout_p=self.dropout if self.training else 0.0,
-            scale=scale,
-            enable_gqa=self.n_kv != self.n_heads,
-        )  # (B, H, T, hd)
-        out = ctx.mask.zero_empty_rows(out).transpose(1, 2).reshape(B, T, -1)  # (B, T, H*hd)
-        return self.out(out * torch.sigmoid(gate.reshape(B, T, -1)))
+        dropout = self.dropout if self.training else 0.0
+        out, probs = self.run_kernel(q, k, v, ctx.mask, Scoring(scale=scale, dropout=dropout))
+        if ctx.want_probs and probs is None:
+            probs = attention_probs(q, k, ctx.mask, scale=scale)
+        out = out.transpose(1, 2).reshape(B, T, -1)  # (B, T, H*hd)
+        return self.out(out * torch.sigmoid(gate.reshape(B, T, -1))), probs
