@@ -18,7 +18,6 @@ debug log of `archzoo.parts.kernels`, never a different result in silence.
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -128,33 +127,3 @@ def dispatch(
     if scoring.needs_probs and probs is None:
         raise RuntimeError(f"attention kernel {kernel.name!r} returned no probabilities")
     return out, probs
-
-
-# spec keys that chose a kernel before kernels were chosen at run time: key -> its meaning
-DEPRECATED_KEYS = ("eager", "fused_bias", "impl")
-_IMPL_NAMES = {"auto": "auto", "blocked": "blocked", "dense": "sdpa", "flex": "flex"}
-
-
-def deprecated_choice(value: dict[str, Any], where: str) -> tuple[str | None, list[tuple]]:
-    """The kernel that an attention mapping's old keys (`eager`, `fused_bias`, `impl`) chose,
-    with a DeprecationWarning, and (key, problem) pairs for values that mean nothing."""
-    old = {key: value[key] for key in DEPRECATED_KEYS if key in value}
-    if not old:
-        return None, []
-    warnings.warn(
-        f"{where}: {', '.join(old)} chose the attention kernel in the spec; the kernel is "
-        "now a run-time choice (attention_impl=, --attn-impl) and these keys will be removed",
-        DeprecationWarning,
-        stacklevel=4,
-    )
-    issues = []
-    choice = None
-    if old.get("impl") is not None:
-        choice = _IMPL_NAMES.get(old["impl"])
-        if choice is None:
-            issues.append(("impl", f"must be one of {', '.join(_IMPL_NAMES)}, got {old['impl']!r}"))
-    if old.get("eager") is True:
-        choice = "baddbmm" if old.get("fused_bias") is True else "eager"
-    elif old.get("fused_bias") is True:
-        issues.append(("fused_bias", "is eager attention's baddbmm: set eager: true too"))
-    return choice, issues

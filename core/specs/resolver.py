@@ -11,8 +11,8 @@ import typing
 from typing import Any
 
 from ..errors import SpecError, SpecIssue, closest, dotted
+from ..parts.compat import DEPRECATED_KEYS, deprecated_choice
 from ..parts.component import check_value, read_number
-from ..parts.kernels import DEPRECATED_KEYS, deprecated_choice
 from ..parts.kinds import STACKS
 from ..parts.registry import Registry
 from .checks import check_plan
