@@ -28,7 +28,9 @@ def choose(q: Tensor, k: Tensor, mask: AttentionMask, scoring: Scoring) -> Atten
         return flex
     # one block: blocking saves nothing (the same T x T scores, padded), and dense SDPA gives
     # transformers' bits in 16-bit floats
-    worth = scoring.global_qkv is not None or k.shape[2] > getattr(mask.pattern, "block", 0)
+    worth = mask.pattern is not None and (
+        scoring.global_qkv is not None or k.shape[2] > getattr(mask.pattern, "block", 0)
+    )
     if worth and blocked.refuses(q, k, mask, scoring) is None:
         return blocked
     if scoring.global_qkv is not None:
