@@ -1318,3 +1318,36 @@ PUBLISHED["qwen3-next-80b-a3b"] = (  # Qwen/Qwen3-Next-80B-A3B, as recalled (see
     ),
 )
 CAUSAL_LM["Qwen3NextConfig"] = "Qwen3NextForCausalLM"
+# GLM-4.7-Flash (zai-org/GLM-4.7-Flash) as Glm4MoeLiteConfig's defaults: 29.9B parameters, as
+# the model's 30B-A3B says; the values were not checked against the published file
+PUBLISHED["glm-4.7-flash"] = (
+    "Glm4MoeLiteConfig",
+    dict(
+        vocab_size=154880,
+        hidden_size=2048,
+        intermediate_size=10240,
+        moe_intermediate_size=1536,
+        num_hidden_layers=47,
+        num_attention_heads=20,
+        num_key_value_heads=20,
+        n_shared_experts=1,
+        n_routed_experts=64,
+        routed_scaling_factor=1.8,
+        kv_lora_rank=512,
+        q_lora_rank=768,
+        qk_rope_head_dim=64,
+        v_head_dim=256,
+        qk_nope_head_dim=192,
+        n_group=1,
+        topk_group=1,
+        num_experts_per_tok=4,
+        norm_topk_prob=True,
+        max_position_embeddings=202752,
+        rms_norm_eps=1e-5,
+        rope_parameters={**ROPE, "rope_theta": 10000.0},
+        tie_word_embeddings=False,
+        bos_token_id=0,
+        eos_token_id=1,
+    ),
+)
+CAUSAL_LM["Glm4MoeLiteConfig"] = "Glm4MoeLiteForCausalLM"
