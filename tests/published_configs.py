@@ -1351,3 +1351,25 @@ PUBLISHED["glm-4.7-flash"] = (
     ),
 )
 CAUSAL_LM["Glm4MoeLiteConfig"] = "Glm4MoeLiteForCausalLM"
+PUBLISHED["lfm2-8b-a1b"] = (  # LiquidAI/LFM2-8B-A1B, as recalled (see the zoo spec)
+    "Lfm2MoeConfig",
+    dict(
+        vocab_size=65536,
+        hidden_size=2048,
+        intermediate_size=7168,
+        moe_intermediate_size=1792,
+        num_hidden_layers=24,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        num_dense_layers=2,
+        num_experts=32,
+        num_experts_per_tok=4,
+        layer_types=[
+            "full_attention" if i in (2, 6, 10, 14, 18, 21) else "conv" for i in range(24)
+        ],
+        max_position_embeddings=128000,
+        rope_parameters={**ROPE, "rope_theta": 1e6},
+        tie_word_embeddings=True,
+    ),
+)
+CAUSAL_LM["Lfm2MoeConfig"] = "Lfm2MoeForCausalLM"

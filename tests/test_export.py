@@ -96,6 +96,7 @@ EXTRA = {
         "num_experts": 4,
         "mamba_d_state": 4,
     },
+    "lfm2_moe": {"num_key_value_heads": 2, "layer_types": ["conv", "full_attention"]},
     "lfm2": {  # a conv layer and an attention layer; the FFN width auto-adjusted: 64 -> 48
         "num_key_value_heads": 2,
         "layer_types": ["conv", "full_attention"],

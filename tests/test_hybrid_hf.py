@@ -182,3 +182,38 @@ def test_qwen3_next_imports_with_transformers_logits(tmp_path):
     assert_causal_lm_equal(ref, ours)
     assert_left_padded_equal(ref, ours)
     assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
+
+
+def test_lfm2_moe_imports_with_transformers_logits(tmp_path):
+    """LFM2 layers (conv, attention, conv), a dense SwiGLU on layer 0, then 4 experts with
+    sigmoid scores, a nonzero choice bias and a routed scale of 1.5."""
+    config = transformers.Lfm2MoeConfig(
+        vocab_size=V,
+        hidden_size=32,
+        intermediate_size=48,
+        moe_intermediate_size=16,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        layer_types=["conv", "full_attention", "conv"],
+        num_dense_layers=1,
+        num_experts=4,
+        num_experts_per_tok=2,
+        routed_scaling_factor=1.5,
+        max_position_embeddings=64,
+        pad_token_id=0,
+    )
+    ref = transformers.Lfm2MoeForCausalLM(config)
+    perturb(ref)
+    with torch.no_grad():
+        for layer in ref.model.layers[1:]:
+            layer.feed_forward.expert_bias.normal_(0.0, 0.1)
+    ref.eval()
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    assert [(e["select"], sorted(set(e) - {"select"})) for e in ours.spec.data["layers"]] == [
+        ([1], ["attention"]),
+        ([0], ["ffn"]),
+    ]
+    assert_causal_lm_equal(ref, ours)
+    assert_left_padded_equal(ref, ours)
+    assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
