@@ -1373,3 +1373,25 @@ PUBLISHED["lfm2-8b-a1b"] = (  # LiquidAI/LFM2-8B-A1B, as recalled (see the zoo s
     ),
 )
 CAUSAL_LM["Lfm2MoeConfig"] = "Lfm2MoeForCausalLM"
+PUBLISHED["olmoe-1b-7b"] = (  # allenai/OLMoE-1B-7B-0924
+    "OlmoeConfig",
+    dict(
+        vocab_size=50304,
+        hidden_size=2048,
+        intermediate_size=1024,
+        num_hidden_layers=16,
+        num_attention_heads=16,
+        num_key_value_heads=16,
+        num_experts=64,
+        num_experts_per_tok=8,
+        norm_topk_prob=False,
+        max_position_embeddings=4096,
+        rms_norm_eps=1e-5,
+        rope_parameters={**ROPE, "rope_theta": 10000.0},
+        clip_qkv=None,
+        tie_word_embeddings=False,
+        pad_token_id=1,
+        eos_token_id=50279,
+    ),
+)
+CAUSAL_LM["OlmoeConfig"] = "OlmoeForCausalLM"
