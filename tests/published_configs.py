@@ -1395,3 +1395,5 @@ PUBLISHED["olmoe-1b-7b"] = (  # allenai/OLMoE-1B-7B-0924
     ),
 )
 CAUSAL_LM["OlmoeConfig"] = "OlmoeForCausalLM"
+PUBLISHED["olmo-hybrid-7b"] = ("OlmoHybridConfig", {})  # transformers' defaults (see the spec)
+CAUSAL_LM["OlmoHybridConfig"] = "OlmoHybridForCausalLM"

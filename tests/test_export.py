@@ -96,6 +96,14 @@ EXTRA = {
         "num_experts": 4,
         "mamba_d_state": 4,
     },
+    "olmo_hybrid": {  # attention on layer 1; 2 key heads of 8, 4 value heads of 6
+        "num_key_value_heads": 2,
+        "layer_types": ["linear_attention", "full_attention"],
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+        "linear_key_head_dim": 8,
+        "linear_value_head_dim": 6,
+    },
     "lfm2_moe": {"num_key_value_heads": 2, "layer_types": ["conv", "full_attention"]},
     "lfm2": {  # a conv layer and an attention layer; the FFN width auto-adjusted: 64 -> 48
         "num_key_value_heads": 2,

@@ -217,3 +217,33 @@ def test_lfm2_moe_imports_with_transformers_logits(tmp_path):
     assert_causal_lm_equal(ref, ours)
     assert_left_padded_equal(ref, ours)
     assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
+
+
+def test_olmo_hybrid_imports_with_transformers_logits(tmp_path):
+    """Gated DeltaNet (separate q/k/v of 16/16/24 rows, b up to 2) in pre-LN blocks around
+    an OLMo 2 attention block; transformers saves the original names (per-q/k/v convs)."""
+    config = transformers.OlmoHybridConfig(
+        vocab_size=V,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        layer_types=["linear_attention", "full_attention", "linear_attention"],
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=8,
+        linear_value_head_dim=6,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        eos_token_id=2,
+    )
+    ref = transformers.OlmoHybridForCausalLM(config)
+    perturb(ref)
+    ref.eval()
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    assert ours.spec.data["attention"]["beta_scale"] == 2.0
+    assert ours.spec.data["layers"][0]["block"]["kind"] == "res_post_ln"
+    assert_causal_lm_equal(ref, ours)
+    assert_left_padded_equal(ref, ours)
+    assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
