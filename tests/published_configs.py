@@ -1397,3 +1397,31 @@ PUBLISHED["olmoe-1b-7b"] = (  # allenai/OLMoE-1B-7B-0924
 CAUSAL_LM["OlmoeConfig"] = "OlmoeForCausalLM"
 PUBLISHED["olmo-hybrid-7b"] = ("OlmoHybridConfig", {})  # transformers' defaults (see the spec)
 CAUSAL_LM["OlmoHybridConfig"] = "OlmoHybridForCausalLM"
+# ibm-granite/granite-3.0-1b-a400m-base: its sizes (1.33B, ~0.43B active, as the name says);
+# the multipliers are typed as Granite 3.0's (logits_scaling 6), not checked against the file
+PUBLISHED["granite-3.0-1b-a400m"] = (
+    "GraniteMoeConfig",
+    dict(
+        vocab_size=49155,
+        hidden_size=1024,
+        intermediate_size=512,
+        num_hidden_layers=24,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        num_local_experts=32,
+        num_experts_per_tok=8,
+        max_position_embeddings=4096,
+        rms_norm_eps=1e-6,
+        rope_parameters={**ROPE, "rope_theta": 10000.0},
+        embedding_multiplier=12.0,
+        residual_multiplier=0.22,
+        attention_multiplier=0.015625,
+        logits_scaling=6.0,
+        attention_dropout=0.1,
+        tie_word_embeddings=True,
+        pad_token_id=0,
+        bos_token_id=0,
+        eos_token_id=0,
+    ),
+)
+CAUSAL_LM["GraniteMoeConfig"] = "GraniteMoeForCausalLM"

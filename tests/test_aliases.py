@@ -117,6 +117,10 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
         {**DECODER, **SMALL_MLA, "mlp_layer_types": ["sparse", "dense"]},
         ("ForCausalLM", "Model"),
     ),
+    "granitemoe": (
+        {**DECODER, **GRANITE_MULTIPLIERS, "num_local_experts": 4, "num_experts_per_tok": 2},
+        ("ForCausalLM", "Model"),
+    ),
     "olmoe": ({**DECODER, "num_experts": 4, "num_experts_per_tok": 2}, ("ForCausalLM", "Model")),
     "exaone": (DECODER, ("ForCausalLM", "Model")),  # saved under EXAONE's own names
     "xlm-roberta-xl": (ENCODER, (*ENCODER_TASKS, "ForQuestionAnswering")),

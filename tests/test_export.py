@@ -43,6 +43,11 @@ TINY_SPEC = {
 EXTRA = {
     "gpt_neo": {"attention_types": [[["global", "local"], 1]], "window_size": 4},
     "mistral": {"sliding_window": 4},
+    "granitemoe": {
+        "embedding_multiplier": 12.0,
+        "residual_multiplier": 0.22,
+        "logits_scaling": 6.0,
+    },
     "cohere": {"use_qk_norm": True, "logit_scale": 0.3},
     "cohere2": {"sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]},
     "granite": {  # multipliers that are not 1, the logits divided by 3

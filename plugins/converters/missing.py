@@ -16,7 +16,6 @@ MISSING_MECHANISMS = {
     "falcon_h1": "attention and a Mamba 2 mixer side by side in one layer (Falcon-H1's parallel hybrid)",
     "fsmt": "separate source and target vocabularies",
     "funnel": "Funnel's sequence pooling between blocks",
-    "granitemoe": MULTIPLIERS,
     "granitemoehybrid": "GraniteMoE's fused experts (input_linear / output_linear) beside a shared MLP",
     "granitemoeshared": MULTIPLIERS,
     "jetmoe": "a mixture of attention heads",
