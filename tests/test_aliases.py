@@ -121,6 +121,11 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
         {**DECODER, **GRANITE_MULTIPLIERS, "num_local_experts": 4, "num_experts_per_tok": 2},
         ("ForCausalLM", "Model"),
     ),
+    "granitemoeshared": (
+        {**DECODER, **GRANITE_MULTIPLIERS, "num_local_experts": 4, "num_experts_per_tok": 2}
+        | {"shared_intermediate_size": 24},
+        ("ForCausalLM", "Model"),
+    ),
     "olmoe": ({**DECODER, "num_experts": 4, "num_experts_per_tok": 2}, ("ForCausalLM", "Model")),
     "exaone": (DECODER, ("ForCausalLM", "Model")),  # saved under EXAONE's own names
     "xlm-roberta-xl": (ENCODER, (*ENCODER_TASKS, "ForQuestionAnswering")),

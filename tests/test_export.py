@@ -48,6 +48,7 @@ EXTRA = {
         "residual_multiplier": 0.22,
         "logits_scaling": 6.0,
     },
+    "granitemoeshared": {"shared_intermediate_size": 24, "logits_scaling": 6.0},
     "cohere": {"use_qk_norm": True, "logit_scale": 0.3},
     "cohere2": {"sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]},
     "granite": {  # multipliers that are not 1, the logits divided by 3

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from archzoo.parts.converter import spec_parts
+from archzoo.parts.converter import parse_fields, spec_parts
 
 from .common import table
 from .granite import GraniteConverter
@@ -45,3 +45,38 @@ class GraniteMoeConverter(GraniteConverter, model_type="granitemoe", hf_prefix="
     def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
         super().adjust_config(config, spec)
         aux_loss_config(config, spec)
+
+
+class GraniteMoeSharedConverter(
+    GraniteMoeConverter, model_type="granitemoeshared", hf_prefix="GraniteMoeShared"
+):
+    """Granite MoE plus a shared SwiGLU MLP every token passes through (shared_mlp:
+    input_linear holds [gate | up], shared_intermediate_size wide); 0 wide: none."""
+
+    fields = (
+        *GraniteMoeConverter.fields,
+        *parse_fields("shared_intermediate_size  ffn.d_shared  0"),
+    )
+    tensors = table(
+        ATTENTION_TENSORS
+        + EXPERT_TENSORS
+        + """
+        layers.{i}.shared_mlp.input_linear                      SHARED_UP
+        layers.{i}.shared_mlp.output_linear                     SHARED_DOWN
+        """,
+        prefixes=("model.", ""),
+        ignore=ROTARY_BUFFER,
+    )
+
+    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        """Granite MoE's parts, and one shared expert where shared_intermediate_size > 0."""
+        super().adjust(spec, config)
+        width = spec["ffn"].pop("d_shared") or 0
+        if width:
+            spec["ffn"].update(n_shared=1, d_shared=width)
+
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        super().adjust_config(config, spec)
+        ffn = spec["ffn"]
+        shared = ffn.get("n_shared") and ffn.get("d_shared")
+        config["shared_intermediate_size"] = shared or 0
