@@ -84,6 +84,25 @@ def _full_grad(grad: Tensor | None, like: Tensor) -> Tensor:
     return torch.zeros_like(like) if grad is None else grad.to(like.dtype)
 
 
+def _chunk_logits(
+    weight: Tensor, h: Tensor, column: Tensor | None, buffers: list[Tensor]
+) -> Tensor:
+    """(V, C) fp32 logits weight @ h.T (+ bias column), written into buffers that the first
+    (largest) chunk allocates and the later ones reuse: a (V, C) buffer above glibc's mmap
+    threshold (32 MiB) is otherwise mapped and page-faulted afresh for every chunk."""
+    vocab, c = weight.shape[0], h.shape[0]
+    if not buffers:
+        buffers.append(torch.empty(vocab * c, dtype=weight.dtype, device=weight.device))
+        if weight.dtype != torch.float32:
+            buffers.append(torch.empty(vocab * c, dtype=torch.float32, device=weight.device))
+    out = buffers[0][: vocab * c].view(vocab, c)
+    if column is None:
+        torch.mm(weight, h.t(), out=out)
+    else:
+        torch.addmm(column, weight, h.t(), out=out)
+    return out if len(buffers) == 1 else buffers[1][: vocab * c].view(vocab, c).copy_(out)
+
+
 class _LinearCrossEntropy(torch.autograd.Function):
     """Mean CE of (N, E) @ (V, E).T logits (or sum / num_items), chunk by chunk; gradients
     made in forward.
@@ -118,14 +137,12 @@ class _LinearCrossEntropy(torch.autograd.Function):
         grad_h = torch.empty_like(hidden) if needs_h else None
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
         column = None if bias is None else bias[:, None]  # (V, 1)
+        buffers: list[Tensor] = []  # the chunks' logits, reused by every chunk
         for start in range(0, hidden.shape[0], rows):
             h = hidden[start : start + rows]  # (C, E)
             t = target[start : start + rows].clamp(min=0)[None, :]  # (1, C)
             keep = valid[start : start + rows]
-            if column is None:
-                logits = torch.mm(weight, h.t()).float()  # (V, C)
-            else:
-                logits = torch.addmm(column, weight, h.t()).float()  # (V, C)
+            logits = _chunk_logits(weight, h, column, buffers)  # (V, C) fp32
             picked = logits.gather(0, t)[0]  # (C,)
             mean = logits.mean(dim=0) if smoothing else None
             # log-sum-exp and softmax in place: no second (V, C) buffer (torch.logsumexp
