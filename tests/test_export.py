@@ -102,6 +102,15 @@ EXTRA = {
         "num_experts": 4,
         "mamba_d_state": 4,
     },
+    "nemotron_h": {  # a Mamba 2 layer, an MLP layer and an attention layer
+        "layers_block_type": ["linear_attention", "mlp", "full_attention"],
+        "num_key_value_heads": 2,
+        "mamba_num_heads": 4,
+        "mamba_head_dim": 16,
+        "ssm_state_size": 8,
+        "n_groups": 2,
+        "chunk_size": 4,
+    },
     "olmo_hybrid": {  # attention on layer 1; 2 key heads of 8, 4 value heads of 6
         "num_key_value_heads": 2,
         "layer_types": ["linear_attention", "full_attention"],

@@ -247,3 +247,36 @@ def test_olmo_hybrid_imports_with_transformers_logits(tmp_path):
     assert_causal_lm_equal(ref, ours)
     assert_left_padded_equal(ref, ours)
     assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
+
+
+def test_nemotron_h_imports_with_transformers_logits(tmp_path):
+    """One sublayer per layer: Mamba 2, an MLP alone, attention alone, an MLP alone."""
+    config = transformers.NemotronHConfig(
+        vocab_size=V,
+        hidden_size=32,
+        layers_block_type=["linear_attention", "mlp", "full_attention", "mlp"],
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        intermediate_size=48,
+        mamba_num_heads=4,
+        mamba_head_dim=16,
+        ssm_state_size=8,
+        n_groups=2,
+        chunk_size=4,
+        max_position_embeddings=64,
+        pad_token_id=0,
+    )
+    ref = transformers.NemotronHForCausalLM(config)
+    perturb(ref)
+    ref.eval()
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    mlps = ours.spec.data["layers"][1]
+    assert (mlps["select"], mlps["attention"]["kind"], mlps["ffn"]["kind"]) == (
+        [1, 3],
+        "none",
+        "mlp",
+    )
+    assert_causal_lm_equal(ref, ours)
+    assert_left_padded_equal(ref, ours)
+    assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)

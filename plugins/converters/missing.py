@@ -23,7 +23,6 @@ MISSING_MECHANISMS = {
     "minicpm3": "muP's embedding, residual and logit scales",
     "minimax": "lightning attention (linear attention with a per-head decay)",
     "mobilebert": "MobileBERT's bottleneck layers",
-    "nemotron_h": "layers that are an MLP alone, with no token mixer (the - of hybrid_override_pattern)",
     "nllb-moe": "expert capacity",
     "pegasus_x": "staggered blocks with global tokens",
     "phimoe": "the sparsemixer router",
