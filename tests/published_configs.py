@@ -1425,3 +1425,27 @@ PUBLISHED["granite-3.0-1b-a400m"] = (
     ),
 )
 CAUSAL_LM["GraniteMoeConfig"] = "GraniteMoeForCausalLM"
+# google/vaultgemma-1b's sizes (1.04B; as keras-hub's conversion test of its config.json has
+# them); the other settings are Gemma 2's defaults, not checked against the published file
+PUBLISHED["vaultgemma-1b"] = (
+    "VaultGemmaConfig",
+    dict(
+        vocab_size=256000,
+        hidden_size=1152,
+        intermediate_size=6912,
+        num_hidden_layers=26,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        head_dim=256,
+        query_pre_attn_scalar=256,
+        sliding_window=512,
+        max_position_embeddings=1024,
+        rms_norm_eps=1e-6,
+        rope_parameters={**ROPE, "rope_theta": 10000.0},
+        tie_word_embeddings=True,
+        pad_token_id=0,
+        bos_token_id=2,
+        eos_token_id=1,
+    ),
+)
+CAUSAL_LM["VaultGemmaConfig"] = "VaultGemmaForCausalLM"

@@ -126,6 +126,10 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
         | {"shared_intermediate_size": 24},
         ("ForCausalLM", "Model"),
     ),
+    "vaultgemma": (  # sliding layers with a window shorter than the rows
+        {**DECODER, "sliding_window": 4, "query_pre_attn_scalar": 12},
+        ("ForCausalLM", "Model"),
+    ),
     "olmoe": ({**DECODER, "num_experts": 4, "num_experts_per_tok": 2}, ("ForCausalLM", "Model")),
     "exaone": (DECODER, ("ForCausalLM", "Model")),  # saved under EXAONE's own names
     "xlm-roberta-xl": (ENCODER, (*ENCODER_TASKS, "ForQuestionAnswering")),

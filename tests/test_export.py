@@ -49,6 +49,7 @@ EXTRA = {
         "logits_scaling": 6.0,
     },
     "granitemoeshared": {"shared_intermediate_size": 24, "logits_scaling": 6.0},
+    "vaultgemma": {"sliding_window": 4},
     "cohere": {"use_qk_norm": True, "logit_scale": 0.3},
     "cohere2": {"sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]},
     "granite": {  # multipliers that are not 1, the logits divided by 3
