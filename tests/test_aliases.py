@@ -130,6 +130,10 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
         {**DECODER, "sliding_window": 4, "query_pre_attn_scalar": 12},
         ("ForCausalLM", "Model"),
     ),
+    "hyperclovax": (  # norms after the sublayers too; logits multiplied by logits_scaling
+        {**DECODER, **GRANITE_MULTIPLIERS, "logits_scaling": 0.25},
+        ("ForCausalLM", "Model"),
+    ),
     "olmoe": ({**DECODER, "num_experts": 4, "num_experts_per_tok": 2}, ("ForCausalLM", "Model")),
     "exaone": (DECODER, ("ForCausalLM", "Model")),  # saved under EXAONE's own names
     "xlm-roberta-xl": (ENCODER, (*ENCODER_TASKS, "ForQuestionAnswering")),

@@ -50,6 +50,7 @@ EXTRA = {
     },
     "granitemoeshared": {"shared_intermediate_size": 24, "logits_scaling": 6.0},
     "vaultgemma": {"sliding_window": 4},
+    "hyperclovax": {"residual_multiplier": 0.22, "logits_scaling": 0.25},
     "cohere": {"use_qk_norm": True, "logit_scale": 0.3},
     "cohere2": {"sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]},
     "granite": {  # multipliers that are not 1, the logits divided by 3
