@@ -1449,3 +1449,5 @@ PUBLISHED["vaultgemma-1b"] = (
     ),
 )
 CAUSAL_LM["VaultGemmaConfig"] = "VaultGemmaForCausalLM"
+PUBLISHED["qwen3.5-35b-a3b"] = ("Qwen3_5MoeTextConfig", {})  # transformers' defaults
+CAUSAL_LM["Qwen3_5MoeTextConfig"] = "Qwen3_5MoeForCausalLM"

@@ -280,3 +280,38 @@ def test_nemotron_h_imports_with_transformers_logits(tmp_path):
     assert_causal_lm_equal(ref, ours)
     assert_left_padded_equal(ref, ours)
     assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
+
+
+def test_qwen3_5_moe_text_imports_with_transformers_logits(tmp_path):
+    """Qwen3-Next's layers with Gated DeltaNet's projections apart, experts everywhere."""
+    from transformers.models.qwen3_5_moe import Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig
+
+    config = Qwen3_5MoeTextConfig(
+        vocab_size=V,
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        layer_types=["linear_attention", "full_attention", "linear_attention"],
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=8,
+        linear_value_head_dim=6,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=16,
+        shared_expert_intermediate_size=24,
+        max_position_embeddings=64,
+        pad_token_id=0,
+    )
+    ref = Qwen3_5MoeForCausalLM(config)
+    perturb(ref)
+    ref.eval()
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    assert ours.spec.data["layers"] == [
+        {"select": [1], "attention": ours.spec.data["layers"][0]["attention"]}
+    ]
+    assert_causal_lm_equal(ref, ours)
+    assert_left_padded_equal(ref, ours)
+    assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
