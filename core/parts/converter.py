@@ -206,6 +206,9 @@ class Converter:
     alias_of: ClassVar[str] = (
         ""  # an alias (archzoo.parts.hf_alias): the model_type whose table it is
     )
+    # a type with its own tensor names for another type's architecture (EXAONE 3: llama):
+    # a spec exports as it only when imported from it, as an alias does
+    layout_of: ClassVar[str] = ""
 
     def __init_subclass__(cls, **declared: str) -> None:
         """Declare the type in the class line: `class X(Converter, model_type="x",
