@@ -1318,3 +1318,136 @@ PUBLISHED["qwen3-next-80b-a3b"] = (  # Qwen/Qwen3-Next-80B-A3B, as recalled (see
     ),
 )
 CAUSAL_LM["Qwen3NextConfig"] = "Qwen3NextForCausalLM"
+# GLM-4.7-Flash (zai-org/GLM-4.7-Flash) as Glm4MoeLiteConfig's defaults: 29.9B parameters, as
+# the model's 30B-A3B says; the values were not checked against the published file
+PUBLISHED["glm-4.7-flash"] = (
+    "Glm4MoeLiteConfig",
+    dict(
+        vocab_size=154880,
+        hidden_size=2048,
+        intermediate_size=10240,
+        moe_intermediate_size=1536,
+        num_hidden_layers=47,
+        num_attention_heads=20,
+        num_key_value_heads=20,
+        n_shared_experts=1,
+        n_routed_experts=64,
+        routed_scaling_factor=1.8,
+        kv_lora_rank=512,
+        q_lora_rank=768,
+        qk_rope_head_dim=64,
+        v_head_dim=256,
+        qk_nope_head_dim=192,
+        n_group=1,
+        topk_group=1,
+        num_experts_per_tok=4,
+        norm_topk_prob=True,
+        max_position_embeddings=202752,
+        rms_norm_eps=1e-5,
+        rope_parameters={**ROPE, "rope_theta": 10000.0},
+        tie_word_embeddings=False,
+        bos_token_id=0,
+        eos_token_id=1,
+    ),
+)
+CAUSAL_LM["Glm4MoeLiteConfig"] = "Glm4MoeLiteForCausalLM"
+PUBLISHED["lfm2-8b-a1b"] = (  # LiquidAI/LFM2-8B-A1B, as recalled (see the zoo spec)
+    "Lfm2MoeConfig",
+    dict(
+        vocab_size=65536,
+        hidden_size=2048,
+        intermediate_size=7168,
+        moe_intermediate_size=1792,
+        num_hidden_layers=24,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        num_dense_layers=2,
+        num_experts=32,
+        num_experts_per_tok=4,
+        layer_types=[
+            "full_attention" if i in (2, 6, 10, 14, 18, 21) else "conv" for i in range(24)
+        ],
+        max_position_embeddings=128000,
+        rope_parameters={**ROPE, "rope_theta": 1e6},
+        tie_word_embeddings=True,
+    ),
+)
+CAUSAL_LM["Lfm2MoeConfig"] = "Lfm2MoeForCausalLM"
+PUBLISHED["olmoe-1b-7b"] = (  # allenai/OLMoE-1B-7B-0924
+    "OlmoeConfig",
+    dict(
+        vocab_size=50304,
+        hidden_size=2048,
+        intermediate_size=1024,
+        num_hidden_layers=16,
+        num_attention_heads=16,
+        num_key_value_heads=16,
+        num_experts=64,
+        num_experts_per_tok=8,
+        norm_topk_prob=False,
+        max_position_embeddings=4096,
+        rms_norm_eps=1e-5,
+        rope_parameters={**ROPE, "rope_theta": 10000.0},
+        clip_qkv=None,
+        tie_word_embeddings=False,
+        pad_token_id=1,
+        eos_token_id=50279,
+    ),
+)
+CAUSAL_LM["OlmoeConfig"] = "OlmoeForCausalLM"
+PUBLISHED["olmo-hybrid-7b"] = ("OlmoHybridConfig", {})  # transformers' defaults (see the spec)
+CAUSAL_LM["OlmoHybridConfig"] = "OlmoHybridForCausalLM"
+# ibm-granite/granite-3.0-1b-a400m-base: its sizes (1.33B, ~0.43B active, as the name says);
+# the multipliers are typed as Granite 3.0's (logits_scaling 6), not checked against the file
+PUBLISHED["granite-3.0-1b-a400m"] = (
+    "GraniteMoeConfig",
+    dict(
+        vocab_size=49155,
+        hidden_size=1024,
+        intermediate_size=512,
+        num_hidden_layers=24,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        num_local_experts=32,
+        num_experts_per_tok=8,
+        max_position_embeddings=4096,
+        rms_norm_eps=1e-6,
+        rope_parameters={**ROPE, "rope_theta": 10000.0},
+        embedding_multiplier=12.0,
+        residual_multiplier=0.22,
+        attention_multiplier=0.015625,
+        logits_scaling=6.0,
+        attention_dropout=0.1,
+        tie_word_embeddings=True,
+        pad_token_id=0,
+        bos_token_id=0,
+        eos_token_id=0,
+    ),
+)
+CAUSAL_LM["GraniteMoeConfig"] = "GraniteMoeForCausalLM"
+# google/vaultgemma-1b's sizes (1.04B; as keras-hub's conversion test of its config.json has
+# them); the other settings are Gemma 2's defaults, not checked against the published file
+PUBLISHED["vaultgemma-1b"] = (
+    "VaultGemmaConfig",
+    dict(
+        vocab_size=256000,
+        hidden_size=1152,
+        intermediate_size=6912,
+        num_hidden_layers=26,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        head_dim=256,
+        query_pre_attn_scalar=256,
+        sliding_window=512,
+        max_position_embeddings=1024,
+        rms_norm_eps=1e-6,
+        rope_parameters={**ROPE, "rope_theta": 10000.0},
+        tie_word_embeddings=True,
+        pad_token_id=0,
+        bos_token_id=2,
+        eos_token_id=1,
+    ),
+)
+CAUSAL_LM["VaultGemmaConfig"] = "VaultGemmaForCausalLM"
+PUBLISHED["qwen3.5-35b-a3b"] = ("Qwen3_5MoeTextConfig", {})  # transformers' defaults
+CAUSAL_LM["Qwen3_5MoeTextConfig"] = "Qwen3_5MoeForCausalLM"

@@ -71,6 +71,19 @@ QWEN2_MOE = dict(
     moe_intermediate_size=16,
     shared_expert_intermediate_size=24,
 )
+SMALL_MLA = dict(  # latent attention and sigmoid-routed experts at tiny sizes
+    num_key_value_heads=4,
+    n_routed_experts=4,
+    num_experts_per_tok=2,
+    moe_intermediate_size=16,
+    q_lora_rank=24,
+    kv_lora_rank=16,
+    qk_nope_head_dim=8,
+    qk_rope_head_dim=8,
+    v_head_dim=8,
+    n_group=2,
+    topk_group=1,
+)
 ENCODER_TASKS = ("ForMaskedLM", "Model", "ForSequenceClassification")
 DECODER_TASKS = ("ForCausalLM", "Model", "ForSequenceClassification")
 
@@ -100,6 +113,28 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
         {**DECODER, **QWEN2_MOE, "mlp_only_layers": [1]},
         (*DECODER_TASKS, "ForTokenClassification", "ForQuestionAnswering"),
     ),
+    "glm4_moe_lite": (
+        {**DECODER, **SMALL_MLA, "mlp_layer_types": ["sparse", "dense"]},
+        ("ForCausalLM", "Model"),
+    ),
+    "granitemoe": (
+        {**DECODER, **GRANITE_MULTIPLIERS, "num_local_experts": 4, "num_experts_per_tok": 2},
+        ("ForCausalLM", "Model"),
+    ),
+    "granitemoeshared": (
+        {**DECODER, **GRANITE_MULTIPLIERS, "num_local_experts": 4, "num_experts_per_tok": 2}
+        | {"shared_intermediate_size": 24},
+        ("ForCausalLM", "Model"),
+    ),
+    "vaultgemma": (  # sliding layers with a window shorter than the rows
+        {**DECODER, "sliding_window": 4, "query_pre_attn_scalar": 12},
+        ("ForCausalLM", "Model"),
+    ),
+    "hyperclovax": (  # norms after the sublayers too; logits multiplied by logits_scaling
+        {**DECODER, **GRANITE_MULTIPLIERS, "logits_scaling": 0.25},
+        ("ForCausalLM", "Model"),
+    ),
+    "olmoe": ({**DECODER, "num_experts": 4, "num_experts_per_tok": 2}, ("ForCausalLM", "Model")),
     "exaone": (DECODER, ("ForCausalLM", "Model")),  # saved under EXAONE's own names
     "xlm-roberta-xl": (ENCODER, (*ENCODER_TASKS, "ForQuestionAnswering")),
     "roberta-prelayernorm": (ENCODER, (*ENCODER_TASKS, "ForTokenClassification")),

@@ -140,3 +140,9 @@ def test_zoo_build_json_reports_state_bytes_per_layer(tmp_path) -> None:
         64 * conv + 64 * 4 * 4,  # mamba: d_inner 64, N = 4 per channel
     ]
     assert out["kv_cache_bytes_per_token"]["float32"] == 2 * 2 * 8 * 4  # one layer's k, v
+
+
+def test_attention_probabilities_are_refused_naming_the_mixer_layer() -> None:
+    """A mixer has no attention probabilities: output_attentions names its layer."""
+    with pytest.raises(ValueError, match=r"attention 'gated_deltanet' \(layer 0\) does not report"):
+        hybrid()(torch.randint(1, 50, (1, 5)), output_attentions=True)

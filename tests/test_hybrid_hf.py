@@ -182,3 +182,136 @@ def test_qwen3_next_imports_with_transformers_logits(tmp_path):
     assert_causal_lm_equal(ref, ours)
     assert_left_padded_equal(ref, ours)
     assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
+
+
+def test_lfm2_moe_imports_with_transformers_logits(tmp_path):
+    """LFM2 layers (conv, attention, conv), a dense SwiGLU on layer 0, then 4 experts with
+    sigmoid scores, a nonzero choice bias and a routed scale of 1.5."""
+    config = transformers.Lfm2MoeConfig(
+        vocab_size=V,
+        hidden_size=32,
+        intermediate_size=48,
+        moe_intermediate_size=16,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        layer_types=["conv", "full_attention", "conv"],
+        num_dense_layers=1,
+        num_experts=4,
+        num_experts_per_tok=2,
+        routed_scaling_factor=1.5,
+        max_position_embeddings=64,
+        pad_token_id=0,
+    )
+    ref = transformers.Lfm2MoeForCausalLM(config)
+    perturb(ref)
+    with torch.no_grad():
+        for layer in ref.model.layers[1:]:
+            layer.feed_forward.expert_bias.normal_(0.0, 0.1)
+    ref.eval()
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    assert [(e["select"], sorted(set(e) - {"select"})) for e in ours.spec.data["layers"]] == [
+        ([1], ["attention"]),
+        ([0], ["ffn"]),
+    ]
+    assert_causal_lm_equal(ref, ours)
+    assert_left_padded_equal(ref, ours)
+    assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
+
+
+def test_olmo_hybrid_imports_with_transformers_logits(tmp_path):
+    """Gated DeltaNet (separate q/k/v of 16/16/24 rows, b up to 2) in pre-LN blocks around
+    an OLMo 2 attention block; transformers saves the original names (per-q/k/v convs)."""
+    config = transformers.OlmoHybridConfig(
+        vocab_size=V,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        layer_types=["linear_attention", "full_attention", "linear_attention"],
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=8,
+        linear_value_head_dim=6,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        eos_token_id=2,
+    )
+    ref = transformers.OlmoHybridForCausalLM(config)
+    perturb(ref)
+    ref.eval()
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    assert ours.spec.data["attention"]["beta_scale"] == 2.0
+    assert ours.spec.data["layers"][0]["block"]["kind"] == "res_post_ln"
+    assert_causal_lm_equal(ref, ours)
+    assert_left_padded_equal(ref, ours)
+    assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
+
+
+def test_nemotron_h_imports_with_transformers_logits(tmp_path):
+    """One sublayer per layer: Mamba 2, an MLP alone, attention alone, an MLP alone."""
+    config = transformers.NemotronHConfig(
+        vocab_size=V,
+        hidden_size=32,
+        layers_block_type=["linear_attention", "mlp", "full_attention", "mlp"],
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        intermediate_size=48,
+        mamba_num_heads=4,
+        mamba_head_dim=16,
+        ssm_state_size=8,
+        n_groups=2,
+        chunk_size=4,
+        max_position_embeddings=64,
+        pad_token_id=0,
+    )
+    ref = transformers.NemotronHForCausalLM(config)
+    perturb(ref)
+    ref.eval()
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    mlps = ours.spec.data["layers"][1]
+    assert (mlps["select"], mlps["attention"]["kind"], mlps["ffn"]["kind"]) == (
+        [1, 3],
+        "none",
+        "mlp",
+    )
+    assert_causal_lm_equal(ref, ours)
+    assert_left_padded_equal(ref, ours)
+    assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
+
+
+def test_qwen3_5_moe_text_imports_with_transformers_logits(tmp_path):
+    """Qwen3-Next's layers with Gated DeltaNet's projections apart, experts everywhere."""
+    from transformers.models.qwen3_5_moe import Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig
+
+    config = Qwen3_5MoeTextConfig(
+        vocab_size=V,
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        layer_types=["linear_attention", "full_attention", "linear_attention"],
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=8,
+        linear_value_head_dim=6,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=16,
+        shared_expert_intermediate_size=24,
+        max_position_embeddings=64,
+        pad_token_id=0,
+    )
+    ref = Qwen3_5MoeForCausalLM(config)
+    perturb(ref)
+    ref.eval()
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    assert ours.spec.data["layers"] == [
+        {"select": [1], "attention": ours.spec.data["layers"][0]["attention"]}
+    ]
+    assert_causal_lm_equal(ref, ours)
+    assert_left_padded_equal(ref, ours)
+    assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)

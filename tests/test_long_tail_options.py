@@ -92,6 +92,21 @@ def test_residual_scale_multiplies_each_sublayer_output_before_the_add():
         assert torch.allclose(block(x, ctx), want, atol=1e-6)
 
 
+def test_sandwich_residual_scale_multiplies_each_normalised_output_before_the_add():
+    model = tiny(block={"kind": "sandwich_ln", "residual_scale": 0.3})
+    block = model.decoder.blocks[0]
+    captured = {}
+    block.register_forward_pre_hook(lambda m, args: captured.update(x=args[0], ctx=args[1]))
+    ids = torch.tensor([[3, 5, 7, 9]])
+    with torch.no_grad():
+        model(ids)
+        x, ctx = captured["x"], captured["ctx"]
+        a = block.attention_out_norm(block.attention(block.attention_norm(x), ctx))
+        h = x + 0.3 * a  # the formula, by hand
+        want = h + 0.3 * block.ffn_out_norm(block.ffn(block.ffn_norm(h)))
+        assert torch.allclose(block(x, ctx), want, atol=1e-6)
+
+
 def test_logit_scale_multiplies_the_logits_and_the_chunked_loss_agrees():
     model = tiny(head={"kind": "lm", "tie": False, "logit_scale": 0.125})
     plain = tiny(head={"kind": "lm", "tie": False})

@@ -94,6 +94,7 @@ ATTENTIONS = {
     "short_conv": {},
     "mamba": {"state_size": 4, "chunk_size": 8},
     "gated_mha": {"n_kv_heads": 2},
+    "none": {},
 }
 
 

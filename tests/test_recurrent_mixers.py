@@ -27,6 +27,7 @@ MIXERS = {  # small chunks, so a 13-token prompt spans several chunks and a rema
         "head_k_dim": 8,
         "head_v_dim": 6,
         "chunk_size": 4,
+        "beta_scale": 2.0,  # OLMo Hybrid's: b in (0, 2)
     },
     "mamba2": {"d_inner": 48, "head_dim": 12, "state_size": 8, "n_groups": 2, "chunk_size": 4},
     "short_conv": {},
@@ -74,7 +75,7 @@ def gated_deltanet_reference(m, x: Tensor) -> Tensor:
     v = v.view(B, T, hv, dv)
     q = q / (q.pow(2).sum(-1, keepdim=True) + 1e-6).sqrt() / dk**0.5
     k = k / (k.pow(2).sum(-1, keepdim=True) + 1e-6).sqrt()
-    beta = torch.sigmoid(m.in_proj_b(x))  # (B, T, Hv)
+    beta = torch.sigmoid(m.in_proj_b(x)) * m.cfg.beta_scale  # (B, T, Hv)
     a = torch.exp(-m.A_log.exp() * F.softplus(m.in_proj_a(x) + m.dt_bias))
     S = torch.zeros(B, hv, dk, dv)
     out = torch.zeros(B, T, hv, dv)

@@ -31,6 +31,7 @@ PARTNERS: dict[str, dict] = {
     "position:deberta_relative": {"attention": "disentangled"},
     "attention:disentangled": {"position": "deberta_relative"},
     "ffn:none": {"block": {"kind": "pre_ln", "ffn_norm": False}},  # no FFN, no norm for it
+    "attention:none": {"block": {"kind": "pre_ln", "attention_norm": False}},  # no mixer either
 }
 # Kinds placed in a decoder and an encoder-decoder model (attention adjusts by capability).
 STACK_KINDS = ("embedding", "position", "attention", "norm", "block", "ffn", "sharing")

@@ -190,3 +190,39 @@ def test_chunked_loss_refuses_second_order_gradients():
     loss = linear_cross_entropy(hidden, torch.randn(VOCAB, 8), None, torch.arange(4), shift=False)
     with pytest.raises(RuntimeError, match="first-order gradients only"):
         torch.autograd.grad(loss, hidden, create_graph=True)
+
+
+def test_chunks_are_even_and_within_the_logits_budget(monkeypatch):
+    monkeypatch.setattr(losses, "CHUNK_ELEMENTS", 1 << 24)
+    assert losses._chunk_rows(1024, 50257) == 256  # 333 rows fit: 4 chunks of 256
+    monkeypatch.setattr(losses, "CHUNK_ELEMENTS", 4 * VOCAB)
+    for n in range(1, 30):
+        rows = losses._chunk_rows(n, VOCAB)
+        chunks = -(-n // rows)
+        assert rows <= 4 and chunks == -(-n // 4)  # no more chunks than 4-row ones
+        assert n - (chunks - 1) * rows > 0  # the last chunk is not empty
+
+
+def test_bf16_chunked_loss_gradients_match_float64(monkeypatch):
+    """bf16 inputs: the weight and bias gradients summed over chunks in fp32 stay within
+    bf16 rounding of the float64 computation on the same values."""
+    monkeypatch.setattr(losses, "CHUNK_ELEMENTS", 3 * VOCAB)
+    torch.manual_seed(0)
+    hidden = torch.randn(5, 4, 16).bfloat16().requires_grad_()
+    weight = (0.2 * torch.randn(VOCAB, 16)).bfloat16().requires_grad_()
+    bias = torch.randn(VOCAB).bfloat16().requires_grad_()
+    labels = torch.randint(0, VOCAB, (5, 4))
+    labels[2, 1:] = -100
+    loss = linear_cross_entropy(hidden, weight, bias, labels, shift=False, label_smoothing=0.1)
+    got = torch.autograd.grad(loss, (hidden, weight, bias))
+    exact = [t.detach().double().requires_grad_() for t in (hidden, weight, bias)]
+    plain = F.cross_entropy(
+        F.linear(exact[0], exact[1], exact[2]).reshape(-1, VOCAB),
+        labels.reshape(-1),
+        label_smoothing=0.1,
+    )
+    want = torch.autograd.grad(plain, exact)
+    torch.testing.assert_close(loss.double(), plain, rtol=0, atol=2e-2)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == torch.bfloat16
+        torch.testing.assert_close(g.double(), w, rtol=2e-2, atol=2e-3)

@@ -204,12 +204,14 @@ def nearest(
 
 
 def _ordered(registry: Registry, prefer: Iterable[str]) -> list[str]:
-    """The preferred types, then the types with a table of their own, then aliases: a spec
-    RoBERTa's table expresses exports as roberta unless it was imported as camembert."""
+    """The preferred types, then the types with a table of their own, then aliases and types
+    that rename another's layout: a spec RoBERTa's table expresses exports as roberta unless
+    it was imported as camembert (Llama's as llama unless imported as exaone)."""
     types = registry.model_types()
     first = [t for t in prefer if t in types]
     rest = [t for t in types if t not in first]
-    return [*first, *sorted(rest, key=lambda t: bool(registry.converter(t).alias_of))]
+    last = [t for t in rest if registry.converter(t).alias_of or registry.converter(t).layout_of]
+    return [*first, *(t for t in rest if t not in last), *last]
 
 
 def refusal(spec: Spec, found: list[Expression], model_type: str | None) -> str:

@@ -115,6 +115,7 @@ class StateCache:
         self, shapes: StateShapes, batch: int, *, dtype: torch.dtype, device: torch.device
     ) -> None:
         self.dtype = dtype
+        self.reference = torch.empty(0, dtype=dtype, device=device)  # what it was made for
         self.tensors = {
             name: torch.zeros(batch, *shape, dtype=own or dtype, device=device)
             for name, (shape, own) in shapes.items()
@@ -131,7 +132,7 @@ class StateCache:
 
     def buffer(self) -> Tensor:
         """A tensor in the dtype and on the device the cache was made for."""
-        return next(t for t in self.tensors.values() if t.dtype == self.dtype)
+        return self.reference
 
     def memory_bytes(self) -> int:
         """Bytes held by the state tensors."""

@@ -208,6 +208,9 @@ class Converter:
     )
     # the attention kernel that gives transformers' numbers (archzoo.parts.kernels), None: auto
     attention_impl: ClassVar[str | None] = None
+    # a type with its own tensor names for another type's architecture (EXAONE 3: llama):
+    # a spec exports as it only when imported from it, as an alias does
+    layout_of: ClassVar[str] = ""
 
     def __init_subclass__(cls, **declared: str) -> None:
         """Declare the type in the class line: `class X(Converter, model_type="x",

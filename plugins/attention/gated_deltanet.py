@@ -4,8 +4,8 @@ Per value head a (dk x dv) state S forgets with a learned decay a_t = e^{g_t} an
 corrected by the delta rule: S_t = a_t (I - b_t k_t k_t^T) S_{t-1} + b_t k_t v_t^T, read
 by o_t = S_t^T q_t. q, k and v pass a short causal convolution and SiLU first; q and k are
 L2-normalised (q also scaled by dk^-1/2); g_t = -exp(A_log) softplus(a_t + dt_bias),
-b_t = sigmoid(b_t). The output goes through an RMSNorm gated by silu(z) per head, then
-the output projection. Positions are not applied: the recurrence orders the tokens.
+b_t = beta_scale x sigmoid(b_t). The output goes through an RMSNorm gated by silu(z) per
+head, then the output projection. Positions are not applied: the recurrence orders tokens.
 """
 
 from __future__ import annotations
@@ -39,6 +39,12 @@ class GatedDeltaNet(
             64, "tokens per chunk of the chunked (prefill, training) form", min=1
         )
         norm_eps: float = param(1.0e-6, "epsilon of the gated output RMSNorm", gt=0.0)
+        beta_scale: float = param(
+            1.0,
+            "b_t = this x sigmoid(.): 2.0 lets the delta rule reach negative eigenvalues "
+            "(OLMo Hybrid)",
+            gt=0.0,
+        )
 
     def __init__(self, cfg: Any, dims: Any, **parts: Any) -> None:
         super().__init__(cfg, dims)
@@ -103,7 +109,7 @@ class GatedDeltaNet(
             k = k.repeat_interleave(self.n_v // self.n_k, dim=1)
         q = _l2norm(q) * self.dk**-0.5  # float32 from here
         k = _l2norm(k)
-        beta = torch.sigmoid(self.in_proj_b(x).float())  # (B, T, Hv)
+        beta = torch.sigmoid(self.in_proj_b(x).float()) * self.cfg.beta_scale  # (B, T, Hv)
         g = -self.A_log.float().exp() * F.softplus(self.in_proj_a(x).float() + self.dt_bias)
         if valid is not None:
             beta, g = beta * valid[..., None], g * valid[..., None]

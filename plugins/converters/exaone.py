@@ -36,6 +36,7 @@ def _renamed(name: str, pairs: tuple[tuple[str, str], ...]) -> str:
 
 
 class ExaoneConverter(LlamaConverter, model_type="exaone", hf_prefix="Exaone"):
+    layout_of = "llama"  # a Llama spec exports as llama unless imported from exaone
     requires = {"hidden_act": "silu"}
     fields = tuple(
         replace(f, hf=f"{f.hf}|{RENAMED[f.hf]}") if f.hf in RENAMED else f
