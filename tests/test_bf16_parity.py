@@ -88,7 +88,7 @@ CASES: dict[str, tuple[str, str, dict]] = {
         "Qwen3MoeConfig",
         dict(LLAMA, head_dim=16, num_experts=8, num_experts_per_tok=4, moe_intermediate_size=24),
     ),
-    # GPT-OSS attends eagerly (sinks, a 4-token window on layer 0): `attention.eager`;
+    # GPT-OSS attends eagerly (sinks, a 4-token window on layer 0): the `eager` kernel;
     # its RMSNorm scales in fp32
     "gpt_oss": (
         "GptOssForCausalLM",
@@ -285,7 +285,7 @@ OTHERS: dict[str, tuple[str, str, dict, bool]] = {
         True,
     ),
     "umt5": ("UMT5ForConditionalGeneration", "UMT5Config", T5, True),
-    # LongT5 attends in transformers' eager order (`attention.eager`): blocks of 4 tokens
+    # LongT5 attends in transformers' eager order (the `eager` kernel): blocks of 4 tokens
     "longt5-local": ("LongT5ForConditionalGeneration", "LongT5Config", LONGT5, True),
     "longt5-tglobal": (
         "LongT5ForConditionalGeneration",
@@ -313,7 +313,7 @@ OTHERS: dict[str, tuple[str, str, dict, bool]] = {
         ),
         False,
     ),
-    # transformers' eager attention (`attention.eager`): XLM divides q before q k^T
+    # transformers' eager attention (the `eager` kernel): XLM divides q before q k^T
     # (`scale_query`), BigBird's full attention divides the scores; both softmax in float32
     "xlm": (
         "XLMWithLMHeadModel",
@@ -328,7 +328,7 @@ OTHERS: dict[str, tuple[str, str, dict, bool]] = {
         False,
     ),
     # DeBERTa-v2's own ops: k and each relative term divided by a bf16 sqrt(3 hd), a float32
-    # softmax (`attention.eager`); (word + position) + type (`embedding.positions_first`)
+    # softmax (the `eager` kernel); (word + position) + type (`embedding.positions_first`)
     "deberta_v3": (
         "DebertaV2ForMaskedLM",
         "DebertaV2Config",

@@ -44,9 +44,7 @@ def test_resolved_spec_has_every_default_explicit():
         "scale_query": False,  # added with OPT's bf16 order
         "bias_apart": False,  # added with Falcon's bf16 order
         "kv_broadcast": False,  # added with Falcon's multi-query SDPA call
-        "eager": False,  # added with LongT5's and GPT-OSS's eager bf16 order
-        "fused_bias": False,  # added with BLOOM's baddbmm
-    }
+    }  # no kernel keys (eager, fused_bias): the kernel is a run-time choice (attention_impl=)
     assert spec.data["sharing"] == {"kind": "none"}
     assert spec.data["init_std"] == 0.02
     assert spec.data["extends"] is None
