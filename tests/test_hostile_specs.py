@@ -175,7 +175,13 @@ def test_parameter_of_a_default_component_can_be_overridden():
     """`--set norm.eps=...` on a spec that never names `norm` sets the default norm's eps."""
     assert "norm" not in BASE
     spec = archzoo.load_spec(BASE, {"norm.eps": 1e-6})
-    assert spec.data["norm"] == {"kind": "layernorm", "eps": 1e-6, "bias": True}
+    assert spec.data["norm"] == {
+        "kind": "layernorm",
+        "eps": 1e-6,
+        "bias": True,
+        "scale": True,  # added with OLMo's norm without a weight
+        "offset": 0.0,  # added with Nemotron's LayerNorm1P
+    }
     model = archzoo.build_model(spec, device="meta")
     assert model.decoder.final_norm.cfg.eps == 1e-6
 

@@ -67,7 +67,9 @@ def test_layers_alternate_windows_and_rotary_bases(tmp_path):
     glob, first = spec["layers"]
     assert glob["select"] == "0:5:3" and glob["attention"]["kind"] == "mha"
     assert glob["position"]["base"] == 160_000.0
-    assert first == {"select": [0], "block": {"kind": "pre_ln", "attention_norm": False}}
+    block = {"kind": "pre_ln", "attention_norm": False}
+    block |= {"residual_scale": 1.0, "ffn_norm": True}  # added with Granite and Mamba 2
+    assert first == {"select": [0], "block": block}
 
 
 def test_transformers_4_config_keys_give_the_same_model(tmp_path):

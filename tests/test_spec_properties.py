@@ -158,6 +158,11 @@ def tiny_overrides(data: dict) -> dict[str, Any]:
     if isinstance(attention, dict) and attention.get("kind") == "mamba2":  # SSM sizes too
         out.update({"attention.d_inner": None, "attention.head_dim": 8, "attention.n_groups": 1})
         out["attention.state_size"] = 8
+    if isinstance(attention, dict) and attention.get("kind") == "mamba":  # sizes from d_model
+        out.update({"attention.d_inner": None, "attention.dt_rank": None})
+    position = data.get("position")
+    if isinstance(position, dict) and position.get("fraction") not in (None, 1.0):
+        out["position.fraction"] = 0.5  # partial rotary: an even share of TINY's head
     if data.get("layers"):  # enough layers that every selection picks one
         out["n_layers"] = max([2] + [_first_needed(e.get("select")) for e in data["layers"]])
         if any(_sets_kv_heads(e.get("attention")) for e in data["layers"]):  # per-layer too
