@@ -27,10 +27,22 @@ class KernelRunner:
     def run_kernel(
         self, q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, scoring: Scoring
     ) -> tuple[Tensor, Tensor | None]:
-        """Step 5: the layer's kernel, or `auto` where it refuses the call."""
+        """Step 5: the layer's kernel, or `auto` where it refuses the call; the probabilities
+        (B, H, Tq, Tk) when `scoring.want_probs`, recomputed if the kernel forms none."""
         registry = get_registry()
         kernel = registry.kernel(self.attention_impl)
-        return dispatch(kernel, q, k, v, mask, scoring, lambda: registry.kernel(FALLBACK))
+        fallback = lambda: registry.kernel(FALLBACK)  # noqa: E731
+        out, probs = dispatch(kernel, q, k, v, mask, scoring, fallback)
+        if scoring.want_probs and probs is None:
+            probs = self.probabilities(q, k, mask, scoring)
+        return out, probs
+
+    def probabilities(self, q: Tensor, k: Tensor, mask: AttentionMask, scoring: Scoring) -> Tensor:
+        """(B, H, Tq, Tk) when the kernel returned none: recomputed beside its output."""
+        scale = scoring.scale_of(q)
+        return _probs.attention_probs(
+            q, k, mask, scale=scale, bias=scoring.bias, sinks=scoring.sinks, softcap=scoring.softcap
+        )
 
 
 class AttentionTemplate(KernelRunner, Attention):
@@ -66,13 +78,6 @@ class AttentionTemplate(KernelRunner, Attention):
     def global_qkv(self, x: Tensor, pattern: Pattern | None) -> Any:
         """Separate q, k, v for a pattern's global query rows (Longformer), or None."""
         return None
-
-    def probabilities(self, q: Tensor, k: Tensor, mask: AttentionMask, scoring: Scoring) -> Tensor:
-        """(B, H, Tq, Tk) when the kernel returned none: recomputed beside its output."""
-        scale = scoring.scale_of(q)
-        return _probs.attention_probs(
-            q, k, mask, scale=scale, bias=scoring.bias, sinks=scoring.sinks, softcap=scoring.softcap
-        )
 
     # ------------------------------------------------------------ the template
 
@@ -143,7 +148,5 @@ class AttentionTemplate(KernelRunner, Attention):
                 more["global_qkv"] = global_qkv
         scoring = self.make_scoring(q, k, ctx, **more)
         out, probs = self.run_kernel(q, k, v, mask, scoring)
-        if ctx.want_probs and probs is None:
-            probs = self.probabilities(q, k, mask, scoring)
         out = out.transpose(1, 2).reshape(B, Tq, -1)  # (B, Tq, H*hd)
         return self.out(out), probs

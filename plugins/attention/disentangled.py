@@ -16,7 +16,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from archzoo.parts.attention_probs import attention_probs
 from archzoo.parts.attention_template import KernelRunner
 from archzoo.parts.component import param
 from archzoo.parts.interfaces import Attention, AttentionContext
@@ -154,10 +153,10 @@ class DisentangledAttention(KernelRunner, Attention, name="disentangled"):
             elif pos is not None:
                 bias = pos.score_bias(state, q, k, self.scale)
             dropout = self.dropout if self.training else 0.0
-            scoring = Scoring(scale=self.scale, bias=bias, dropout=dropout)
+            scoring = Scoring(
+                scale=self.scale, bias=bias, dropout=dropout, want_probs=ctx.want_probs
+            )
             out, probs = self.run_kernel(q, k, v, ctx.mask, scoring)  # (B, H, T, hd)
-            if ctx.want_probs and probs is None:
-                probs = attention_probs(q, k, ctx.mask, scale=self.scale, bias=bias)
         out = ctx.mask.zero_empty_rows(out)
         query_real = self._real_queries(ctx, T)
         if query_real is not None and not eager:

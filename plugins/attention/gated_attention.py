@@ -11,7 +11,6 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from archzoo.parts.attention_probs import attention_probs
 from archzoo.parts.attention_template import KernelRunner
 from archzoo.parts.component import param
 from archzoo.parts.interfaces import Attention, AttentionContext, NormFactory
@@ -76,8 +75,7 @@ class GatedAttention(KernelRunner, Attention, name="gated_mha", kv_cache=True, a
             k, v = ctx.cache.append(k, v)
         scale = hd**-0.5
         dropout = self.dropout if self.training else 0.0
-        out, probs = self.run_kernel(q, k, v, ctx.mask, Scoring(scale=scale, dropout=dropout))
-        if ctx.want_probs and probs is None:
-            probs = attention_probs(q, k, ctx.mask, scale=scale)
+        scoring = Scoring(scale=scale, dropout=dropout, want_probs=ctx.want_probs)
+        out, probs = self.run_kernel(q, k, v, ctx.mask, scoring)  # (B, H, T, hd)
         out = out.transpose(1, 2).reshape(B, T, -1)  # (B, T, H*hd)
         return self.out(out * torch.sigmoid(gate.reshape(B, T, -1))), probs

@@ -76,7 +76,5 @@ class LocalAttention(SparseAttention, name="local"):
         scoring = self.make_scoring(q, keys, ctx.with_cache(None))
         out, probs = self.run_kernel(q, keys, values, window, scoring)  # (B, H, Tq, hd)
         if ctx.want_probs:  # over the window's keys, scattered to their sequence positions
-            if probs is None:
-                probs = self.probabilities(q, keys, window, scoring)
             probs = scatter_keys(probs, key_index, ctx.mask.k_len)
         return self.out(out.transpose(1, 2).reshape(B, Tq, self.q_dim)), probs

@@ -11,6 +11,7 @@ outputs (probs . c) W_uv, so the latent is never expanded to every head.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -131,10 +132,7 @@ class MultiHeadLatentAttention(
         k_nope, v = kv.transpose(1, 2).split([self.nope, self.v_dim], dim=-1)  # (B, H, Tk, .)
         q = torch.cat([q_nope, q_rope], dim=-1)  # (B, H, Tq, nope + rope)
         k = torch.cat([k_nope, k_rope.expand(-1, self.n_heads, -1, -1)], dim=-1)
-        out, probs = self.run_kernel(q, k, v, ctx.mask, self.scoring(ctx))
-        if ctx.want_probs and probs is None:
-            probs = attention_probs(q, k, ctx.mask, scale=self.scale)
-        return out, probs
+        return self.run_kernel(q, k, v, ctx.mask, self.scoring(ctx))
 
     def absorbed(
         self, q_nope: Tensor, q_rope: Tensor, c: Tensor, k_rope: Tensor, ctx: AttentionContext
@@ -152,7 +150,9 @@ class MultiHeadLatentAttention(
         if keep is not None:
             keep = keep.expand(-1, H, -1, -1).reshape(keep.shape[0], 1, H * Tq, -1)
         folded = AttentionMask(H * Tq, k.shape[2], keep=keep, device=q.device)
-        out, _ = self.run_kernel(q.reshape(B, 1, H * Tq, E), k, c, folded, self.scoring(ctx))
+        folded_q = q.reshape(B, 1, H * Tq, E)
+        scoring = replace(self.scoring(ctx), want_probs=False)  # asked for unfolded, below
+        out, _ = self.run_kernel(folded_q, k, c, folded, scoring)
         out = ctx.mask.zero_empty_rows(out.view(B, H, Tq, -1))  # (B, H, Tq, rank)
         probs = attention_probs(q, k, ctx.mask, scale=self.scale) if ctx.want_probs else None
         return out @ w_uv.transpose(1, 2), probs  # (B, H, Tq, v)

@@ -12,7 +12,7 @@ from torch import Tensor
 from archzoo.parts.kernels import Scoring, attention_kernel
 from archzoo.parts.masks import AttentionMask
 
-from .eager import eager_attention, eager_refuses
+from .eager import eager_refuses, eager_under_mask
 
 
 @attention_kernel("baddbmm", refuses=eager_refuses)
@@ -20,15 +20,4 @@ def baddbmm(
     q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, scoring: Scoring
 ) -> tuple[Tensor, Tensor]:
     """eager, with the score bias and scale fused into one baddbmm (BLOOM's 16-bit bits)"""
-    out, probs = eager_attention(
-        q,
-        k,
-        v,
-        mask.dense(),
-        scale=scoring.scale_of(q),
-        bias=scoring.bias,
-        sinks=scoring.sinks,
-        dropout_p=scoring.dropout,
-        fused_bias=True,
-    )  # (B, H, Tq, hd)
-    return mask.zero_empty_rows(out), probs
+    return eager_under_mask(q, k, v, mask, scoring, fused_bias=True)

@@ -92,11 +92,17 @@ def _baddbmm_scores(q: Tensor, k: Tensor, bias: Tensor, scale: float) -> Tensor:
     return scores.view(B, H, Tq, Tk)
 
 
-@attention_kernel("eager", refuses=eager_refuses)
-def eager(
-    q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, scoring: Scoring
+def eager_under_mask(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: AttentionMask,
+    scoring: Scoring,
+    *,
+    fused_bias: bool = False,
 ) -> tuple[Tensor, Tensor]:
-    """transformers' eager attention op by op in the activations' 16-bit dtype (its bits)"""
+    """`eager_attention` under the mask's dense form with the call's terms; a query with no
+    allowed key gets zeros: (B, H, Tq, hd) and the probabilities (B, H, Tq, Tk)."""
     out, probs = eager_attention(
         q,
         k,
@@ -106,5 +112,14 @@ def eager(
         bias=scoring.bias,
         sinks=scoring.sinks,
         dropout_p=scoring.dropout,
+        fused_bias=fused_bias,
     )  # (B, H, Tq, hd)
     return mask.zero_empty_rows(out), probs
+
+
+@attention_kernel("eager", refuses=eager_refuses)
+def eager(
+    q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, scoring: Scoring
+) -> tuple[Tensor, Tensor]:
+    """transformers' eager attention op by op in the activations' 16-bit dtype (its bits)"""
+    return eager_under_mask(q, k, v, mask, scoring)

@@ -28,8 +28,7 @@ def mask_sdpa(
     """Attention under a mask's dense materialisation: q (B, H, Tq, hd), k/v (B, Hkv, Tk, hd)
     -> (B, H, Tq, hd); per-head `sinks` (H,), soft-capped scores on the explicit path."""
     scoring = Scoring(scale=scale, softcap=softcap, sinks=sinks, dropout=dropout_p)
-    kernel = math if softcap is not None else sdpa
-    return kernel(q, k, v, mask, scoring)[0]
+    return dense(q, k, v, mask, scoring)[0]
 
 
 def dense(
