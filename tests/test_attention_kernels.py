@@ -218,6 +218,40 @@ def test_old_spec_keys_load_with_a_deprecation_warning_mapped_to_the_kernel():
         archzoo.load_spec({"extends": "gpt2", **TINY})
 
 
+def test_options_named_after_a_model_load_as_the_typed_options_that_say_what_they_do():
+    """`bias_apart`, `scale_query`, `kv_broadcast` and `clip_qkv` load, with a
+    DeprecationWarning, as `bias_add`, `scale_at`, `kv_heads_reach_kernel` and `qkv_clamp`:
+    the same resolved spec, the same logits; an override with an old name wins over the
+    resolved new option; a value that is not a boolean is an error naming the key."""
+    old = {"bias_apart": True, "scale_query": True, "kv_broadcast": True, "clip_qkv": 0.5}
+    new = {
+        "bias_add": "after_matmul",
+        "scale_at": "query",
+        "kv_heads_reach_kernel": "broadcast",
+        "qkv_clamp": 0.5,
+    }
+    base = {"extends": "gpt2", **TINY}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new names load without a warning
+        typed = archzoo.load_spec({**base, "attention": {"kind": "mha", "n_kv_heads": 1, **new}})
+    with pytest.warns(DeprecationWarning, match="bias_apart -> bias_add, scale_query -> scale_at"):
+        named = archzoo.load_spec({**base, "attention": {"kind": "mha", "n_kv_heads": 1, **old}})
+    assert named.data == typed.data
+    torch.manual_seed(0)
+    a = archzoo.build_model(typed).eval()
+    b = archzoo.build_model(named).eval()
+    b.load_state_dict(a.state_dict())
+    ids = torch.randint(0, TINY["vocab_size"], (2, 9), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.equal(a(ids).logits, b(ids).logits)
+    with pytest.warns(DeprecationWarning):
+        again = archzoo.load_spec(typed, overrides={"attention.scale_query": False})
+    assert again.data["attention"]["scale_at"] == "scores"
+    with pytest.warns(DeprecationWarning), pytest.raises(archzoo.SpecError) as err:
+        archzoo.load_spec({**base, "attention": {"kind": "mha", "kv_broadcast": "yes"}})
+    assert "attention.kv_broadcast: must be true or false, got 'yes'" in str(err.value)
+
+
 def test_attn_impl_on_the_commands_that_run_models(tmp_path):
     """`zoo train --attn-impl` trains with that kernel; `zoo generate --attn-impl` decodes
     with it (the tokens archzoo.load(..., attention_impl=) gives); an unknown name is a

@@ -314,7 +314,7 @@ OTHERS: dict[str, tuple[str, str, dict, bool]] = {
         False,
     ),
     # transformers' eager attention (the `eager` kernel): XLM divides q before q k^T
-    # (`scale_query`), BigBird's full attention divides the scores; both softmax in float32
+    # (`scale_at: query`), BigBird's full attention divides the scores; both softmax in float32
     "xlm": (
         "XLMWithLMHeadModel",
         "XLMConfig",
@@ -405,8 +405,8 @@ def test_rotary_in_bf16_has_transformers_bits_and_fp32_rounds_once(interleaved):
 
 
 @pytest.mark.parametrize("kind", ["mha", "local", "longformer"])
-def test_scale_query_only_moves_the_rounding(kind):
-    """`scale_query` scales q on projection (OPT's order) instead of the scores: the same
+def test_scaling_the_query_only_moves_the_rounding(kind):
+    """`scale_at: query` scales q on projection (OPT's order) instead of the scores: the same
     attention in float32 for dense, windowed and global-projection layers."""
     extra = {"local": {"window": 4}, "longformer": {"window": 4, "global_tokens": [0, 9]}}
     spec = dict(
@@ -417,7 +417,7 @@ def test_scale_query_only_moves_the_rounding(kind):
         spec["attention"]["global_projections"] = True
     torch.manual_seed(0)
     scores = archzoo.build_model(spec).eval()
-    query = archzoo.build_model(spec, overrides={"attention.scale_query": True}).eval()
+    query = archzoo.build_model(spec, overrides={"attention.scale_at": "query"}).eval()
     query.load_state_dict(scores.state_dict())
     ids = torch.randint(0, V, (2, 20), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():

@@ -180,8 +180,9 @@ def test_falcon_variants_build_the_layouts_they_name(tmp_path):
     assert seq["block"] == "pre_ln" or seq["block"]["kind"] == "pre_ln"
     assert alibi["position"] == {"kind": "alibi", "scaled": True, "form": "key_bf16"}
     # the old multi-query layout broadcasts its key/value head; FalconLinear adds bias apart
-    assert [s["attention"]["kv_broadcast"] for s in (new, mqa)] == [False, True]
-    assert new["attention"]["bias_apart"] and new["ffn"]["bias_apart"]
+    reach = [s["attention"]["kv_heads_reach_kernel"] for s in (new, mqa)]
+    assert reach == ["grouped", "broadcast"]
+    assert new["attention"]["bias_add"] == new["ffn"]["bias_add"] == "after_matmul"
     assert (new["attention"]["bias"], mqa["attention"]["bias"]) == (False, True)
     assert mqa["d_ff"] == 48 and new["d_ff"] == 128
 

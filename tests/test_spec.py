@@ -39,11 +39,11 @@ def test_resolved_spec_has_every_default_explicit():
         "qk_norm": "none",  # added with Qwen3 / OLMo 2
         "sinks": False,  # added with GPT-OSS
         "qk_norm_bias": True,  # added with StableLM
-        "clip_qkv": None,  # added with MPT
+        "qkv_clamp": None,  # added with MPT (was clip_qkv)
         "softcap": None,  # added with Gemma 2
-        "scale_query": False,  # added with OPT's bf16 order
-        "bias_apart": False,  # added with Falcon's bf16 order
-        "kv_broadcast": False,  # added with Falcon's multi-query SDPA call
+        "scale_at": "scores",  # added with OPT's bf16 order (was scale_query: false)
+        "bias_add": "fused",  # added with Falcon's bf16 order (was bias_apart: false)
+        "kv_heads_reach_kernel": "grouped",  # Falcon's multi-query call (was kv_broadcast)
     }  # no kernel keys (eager, fused_bias): the kernel is a run-time choice (attention_impl=)
     assert spec.data["sharing"] == {"kind": "none"}
     assert spec.data["init_std"] == 0.02

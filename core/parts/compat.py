@@ -4,6 +4,11 @@ The attention kernel used to be written into specs (`attention.eager`, `attentio
 a sparse attention's `impl`). It is now the model's run-time choice (`attention_impl=`,
 `set_attention_impl`, `--attn-impl`); these keys still load, with a DeprecationWarning, as
 that choice.
+
+Four attention options were named after the model that needed them (`bias_apart`,
+`scale_query`, `kv_broadcast`, `clip_qkv`); they are now typed options that say what they do
+(`bias_add`, `scale_at`, `kv_heads_reach_kernel`, `qkv_clamp`). The old names still load,
+with a DeprecationWarning, as the new option.
 """
 
 from __future__ import annotations
@@ -43,3 +48,42 @@ def deprecated_choice(value: dict[str, Any], where: str) -> tuple[str | None, li
     elif old.get("fused_bias") is True:
         issues.append(("fused_bias", "is eager attention's baddbmm: set eager: true too"))
     return choice, issues
+
+
+# options renamed to say what they do: old key -> (new key, old value -> new value)
+RENAMED_KEYS: dict[str, tuple[str, Any]] = {
+    "bias_apart": ("bias_add", lambda v: "after_matmul" if v is True else "fused"),
+    "scale_query": ("scale_at", lambda v: "query" if v is True else "scores"),
+    "kv_broadcast": ("kv_heads_reach_kernel", lambda v: "broadcast" if v is True else "grouped"),
+    "clip_qkv": ("qkv_clamp", lambda v: v),
+}
+
+
+def renamed_options(
+    value: dict[str, Any], fields: Any, where: str
+) -> tuple[dict[str, Any], list[tuple]]:
+    """The mapping with old option names (`bias_apart`, `scale_query`, `kv_broadcast`,
+    `clip_qkv`) read as the new typed options the component has, with a DeprecationWarning;
+    an old key wins over its new key (it is the one an override names). (key, problem)
+    pairs for old values that are not booleans."""
+    old = [
+        k for k in RENAMED_KEYS if k in value and k not in fields and RENAMED_KEYS[k][0] in fields
+    ]
+    if not old:
+        return value, []
+    news = ", ".join(f"{k} -> {RENAMED_KEYS[k][0]}" for k in old)
+    warnings.warn(
+        f"{where}: renamed options ({news}); archzoo {REMOVED_IN} removes the old names",
+        DeprecationWarning,
+        stacklevel=4,
+    )
+    out = {k: v for k, v in value.items() if k not in old}
+    issues = []
+    for key in old:
+        new, convert = RENAMED_KEYS[key]
+        given = value[key]
+        if key != "clip_qkv" and not isinstance(given, bool):
+            issues.append((key, f"must be true or false, got {given!r}"))
+            continue
+        out[new] = convert(given)
+    return out, issues

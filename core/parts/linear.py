@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
-class BiasApartLinear(nn.Linear):
+class BiasAfterMatmulLinear(nn.Linear):
     """nn.Linear computing `x @ W.T + b`: the product rounded to x's dtype, then the bias."""
 
     def forward(self, x: Tensor) -> Tensor:
@@ -22,9 +22,11 @@ class BiasApartLinear(nn.Linear):
         return y if self.bias is None else y + self.bias
 
 
-def make_linear(d_in: int, d_out: int, *, bias: bool, bias_apart: bool = False) -> nn.Linear:
-    """nn.Linear, or `BiasApartLinear` when the bias is added after the matmul."""
-    return (BiasApartLinear if bias_apart else nn.Linear)(d_in, d_out, bias=bias)
+def make_linear(d_in: int, d_out: int, *, bias: bool, bias_add: str = "fused") -> nn.Linear:
+    """nn.Linear, or `BiasAfterMatmulLinear` when the bias is added after the matmul
+    (`bias_add="after_matmul"`)."""
+    after = bias_add == "after_matmul"
+    return (BiasAfterMatmulLinear if after else nn.Linear)(d_in, d_out, bias=bias)
 
 
 class KeepsFloat32(nn.Module):

@@ -11,7 +11,7 @@ import typing
 from typing import Any
 
 from ..errors import SpecError, SpecIssue, closest, dotted
-from ..parts.compat import DEPRECATED_KEYS, deprecated_choice
+from ..parts.compat import DEPRECATED_KEYS, deprecated_choice, renamed_options
 from ..parts.component import check_value, read_number
 from ..parts.kinds import STACKS
 from ..parts.registry import Registry
@@ -136,6 +136,9 @@ class _Resolver:
                 self.issue(path + (key,), problem)
             self.attention_impl = choice or self.attention_impl
             value = {k: v for k, v in value.items() if k not in old}
+        value, problems = renamed_options(value, fields, ".".join(str(p) for p in path))
+        for key, problem in problems:
+            self.issue(path + (key,), problem)
         for key in value:
             if key != "kind" and key not in fields:
                 self.issue(

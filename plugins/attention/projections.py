@@ -30,14 +30,17 @@ class ProjectionConfig:
     out_bias: bool | None = param(
         None, "bias on the output projection (null: as bias)", null="bias"
     )
-    bias_apart: bool = param(
-        False, "add the projections' biases after the matmul, x @ W.T + b (Falcon's rounding)"
+    bias_add: Literal["fused", "after_matmul"] = param(
+        "fused",
+        "where the projections' biases are added: inside the matmul (F.linear, one rounding) "
+        "or after it, x @ W.T + b, the product rounded first in 16-bit floats (Falcon)",
     )
     scale: float | None = param(None, "score scale (null: 1/sqrt(head_dim))", gt=0.0)
-    scale_query: bool = param(
-        False,
-        "multiply q by the scale right after its projection, rounded in q's dtype, and "
-        "attend with scale 1 (OPT: transformers' order, bit-equal in bf16)",
+    scale_at: Literal["scores", "query"] = param(
+        "scores",
+        "where the score scale multiplies: the scores, in the kernel, or q right after its "
+        "projection, rounded in q's dtype, with the kernel's scale 1 (OPT, XLM: bit-equal "
+        "in bf16)",
     )
     use_position: bool = param(
         True, "apply the stack's position rotation/bias here (false: a NoPE layer, SmolLM3)"
@@ -48,13 +51,14 @@ class ProjectionConfig:
         "of its own (StableLM) or whole (OLMo 2)",
     )
     qk_norm_bias: bool = param(True, "q/k norms shift too when the norm has a bias")
-    clip_qkv: float | None = param(
-        None, "clamp the q/k/v projections to [-clip, clip] (MPT)", gt=0.0
+    qkv_clamp: float | None = param(
+        None, "clamp the q, k and v projections to [-c, c] (MPT's clip_qkv)", gt=0.0
     )
-    kv_broadcast: bool = param(
-        False,
-        "one key/value head reaches SDPA as is, broadcast over the query heads (Falcon's "
-        "multi-query call: another kernel, other bits), not through enable_gqa",
+    kv_heads_reach_kernel: Literal["grouped", "broadcast"] = param(
+        "grouped",
+        "how one key/value head shared by every query head reaches SDPA: grouped "
+        "(enable_gqa) or as a broadcast view (Falcon's multi-query call: another kernel, "
+        "other bits)",
     )
     sinks: bool = param(
         False, "a learned logit per head in every softmax denominator, no value (GPT-OSS)"
@@ -84,7 +88,7 @@ class Projections:
         self.head_dim = dims.head_dim
         d, q_dim, kv_dim = dims.d_model, dims.n_heads * dims.head_dim, self.n_kv * dims.head_dim
         self.q_dim, self.kv_dim = q_dim, kv_dim
-        linear = partial(make_linear, bias=cfg.bias, bias_apart=cfg.bias_apart)
+        linear = partial(make_linear, bias=cfg.bias, bias_add=cfg.bias_add)
         if cfg.fused_qkv and not cross:
             self.qkv = linear(d, q_dim + 2 * kv_dim)
         elif cfg.fused_qkv:
@@ -97,7 +101,7 @@ class Projections:
         if cfg.scale is None and dims.score_exponent != 0.5:  # muP: 1 / head_dim
             self.scale = dims.head_dim**-dims.score_exponent
         self.query_scale = None  # set: q is scaled on projection and scores are not
-        if cfg.scale_query:
+        if cfg.scale_at == "query":
             self.query_scale = self.scale if self.scale is not None else dims.head_dim**-0.5
             self.scale = 1.0
         self.q_norm = self.k_norm = None
@@ -121,7 +125,7 @@ class Projections:
             self.k_norm = make_norm(dims.head_dim, heads=self.n_kv, **options)
 
     def scoring_terms(self) -> dict[str, Any]:
-        broadcast = self.cfg.kv_broadcast and self.n_kv == 1
+        broadcast = self.cfg.kv_heads_reach_kernel == "broadcast" and self.n_kv == 1
         return dict(
             scale=self.scale, softcap=self.cfg.softcap, sinks=self.sinks, broadcast_kv=broadcast
         )
@@ -130,7 +134,7 @@ class Projections:
         return self.n_kv, self.head_dim, None
 
     def _clip(self, t: Tensor) -> Tensor:
-        clip = self.cfg.clip_qkv
+        clip = self.cfg.qkv_clamp
         return t if clip is None else t.clamp(-clip, clip)
 
     def _scale_query(self, q: Tensor) -> Tensor:

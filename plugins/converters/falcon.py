@@ -41,8 +41,8 @@ def two_norms(spec: Mapping[str, Any]) -> bool:
 class FalconConverter(Converter, model_type="falcon", hf_prefix="Falcon", family="decoder"):
     requires = {"apply_residual_connection_post_layernorm": False}
     fixed = spec_parts(  # FalconLinear: x @ W.T + b, the bias added apart
-        "embedding: token, norm: layernorm, ffn: {kind: mlp, bias_apart: true}",
-        "attention: {kind: mha, fused_qkv: true, bias_apart: true}",
+        "embedding: token, norm: layernorm, ffn: {kind: mlp, bias_add: after_matmul}",
+        "attention: {kind: mha, fused_qkv: true, bias_add: after_matmul}",
     )
     fields = (
         *parse_fields(
@@ -88,7 +88,7 @@ class FalconConverter(Converter, model_type="falcon", hf_prefix="Falcon", family
             kv = 1 if config.get("multi_query", True) else heads
         spec["attention"]["n_kv_heads"] = int(kv)
         # the old multi-query layout hands SDPA its one key/value head to broadcast
-        spec["attention"]["kv_broadcast"] = not new
+        spec["attention"]["kv_heads_reach_kernel"] = "grouped" if new else "broadcast"
         block = {"kind": "parallel", "shared_norm": norms == 1, "branches_first": True}
         spec["block"] = block if parallel else "pre_ln"
         if config.get("alibi"):

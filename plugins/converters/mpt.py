@@ -69,6 +69,6 @@ class MptConverter(Converter, model_type="mpt", hf_prefix="Mpt", family="decoder
         spec["d_ff"] = 4 * spec["d_model"]
         spec["attention_dropout"] = float(attn.get("attn_pdrop") or 0.0)
         if attn.get("clip_qkv"):
-            spec["attention"]["clip_qkv"] = float(attn["clip_qkv"])
+            spec["attention"]["qkv_clamp"] = float(attn["clip_qkv"])
         if attn.get("softmax_scale"):
             spec["attention"]["scale"] = float(attn["softmax_scale"])

@@ -27,7 +27,7 @@ class OPTConverter(Converter, model_type="opt", hf_prefix="OPT", family="decoder
     requires = {"_remove_final_layer_norm": False, "layer_norm_elementwise_affine": True}
     fixed = spec_parts(
         "embedding: {kind: token, dropout: 0.0}, position: {kind: learned, offset: 2}, ffn: mlp",
-        "norm: {kind: layernorm, eps: 1.0e-5}, attention: {kind: mha, fused_qkv: false, scale_query: true}",
+        "norm: {kind: layernorm, eps: 1.0e-5}, attention: {kind: mha, fused_qkv: false, scale_at: query}",
     )
     fields = (
         *parse_fields(

@@ -51,7 +51,7 @@ class XLMConverter(
         "block: {kind: post_ln, zero_padded: true}, norm: layernorm, ffn: mlp",
         "position: {kind: learned, offset: 0}",
         "embedding: {kind: token, norm: true, word_types: true, positions_first: true}",
-        "attention: {kind: mha, fused_qkv: true, bias: true, scale_query: true}",
+        "attention: {kind: mha, fused_qkv: true, bias: true, scale_at: query}",
     )
     fields = (*LAYER_FIELDS, *PAD)
     refused = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Literal
 
 import torch
@@ -24,15 +25,18 @@ class MLPFeedForward(FeedForward, name="mlp"):
             "relu", "relu_squared", "gelu", "gelu_tanh", "gelu_new", "gelu_bloom", "silu"
         ] = param("gelu", "non-linearity between the two projections")
         bias: bool = param(True, "biases on both projections")
-        bias_apart: bool = param(
-            False, "add the biases after the matmul, x @ W.T + b (Falcon's rounding)"
+        bias_add: Literal["fused", "after_matmul"] = param(
+            "fused",
+            "where the biases are added: inside the matmul (F.linear) or after it, "
+            "x @ W.T + b, the product rounded first in 16-bit floats (Falcon)",
         )
         inner_dropout: float = param(0.0, "dropout after the activation", min=0.0, lt=1.0)
 
     def __init__(self, cfg: Any, dims: Any) -> None:
         super().__init__(cfg, dims)
-        self.fc_in = make_linear(dims.d_model, dims.d_ff, bias=cfg.bias, bias_apart=cfg.bias_apart)
-        self.fc_out = make_linear(dims.d_ff, dims.d_model, bias=cfg.bias, bias_apart=cfg.bias_apart)
+        linear = partial(make_linear, bias=cfg.bias, bias_add=cfg.bias_add)
+        self.fc_in = linear(dims.d_model, dims.d_ff)
+        self.fc_out = linear(dims.d_ff, dims.d_model)
         self.act = ACTIVATIONS[cfg.activation]
         self.dropout = nn.Dropout(cfg.inner_dropout)
 
@@ -46,7 +50,7 @@ class MLPFeedForward(FeedForward, name="mlp"):
         ):
             # keep only h for backward; act(h) is recomputed there (one d_ff tensor less)
             bias = self.fc_out.bias
-            if bias is None or not self.cfg.bias_apart:
+            if bias is None or self.cfg.bias_add == "fused":
                 return _ActLinear.apply(h, self.fc_out.weight, bias, self.act)
             return _ActLinear.apply(h, self.fc_out.weight, None, self.act) + bias
         a = self.act(h)
