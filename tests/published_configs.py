@@ -1451,3 +1451,5 @@ PUBLISHED["vaultgemma-1b"] = (
 CAUSAL_LM["VaultGemmaConfig"] = "VaultGemmaForCausalLM"
 PUBLISHED["qwen3.5-35b-a3b"] = ("Qwen3_5MoeTextConfig", {})  # transformers' defaults
 CAUSAL_LM["Qwen3_5MoeTextConfig"] = "Qwen3_5MoeForCausalLM"
+PUBLISHED["qwen3.5-9b"] = ("Qwen3_5TextConfig", {})  # transformers' defaults: "Qwen3.5-9B style"
+CAUSAL_LM["Qwen3_5TextConfig"] = "Qwen3_5ForCausalLM"

@@ -95,6 +95,14 @@ EXTRA = {
         "linear_value_head_dim": 6,
         "shared_expert_intermediate_size": 24,
     },
+    "qwen3_5_text": {  # gated attention on layer 1; Gated DeltaNet 2 key, 4 value heads
+        "num_key_value_heads": 2,
+        "layer_types": ["linear_attention", "full_attention"],
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+        "linear_key_head_dim": 8,
+        "linear_value_head_dim": 6,
+    },
     "bamba": {  # attention on layer 1; 4 SSD heads of 16 in 2 groups, chunks of 4
         "num_key_value_heads": 2,
         "attn_layer_indices": [1],

@@ -64,6 +64,10 @@ def test_supported_types_are_the_converters_and_each_is_in_the_logits_sweep(repo
     rows = {r["model_type"]: r["detail"] for r in report}
     assert rows["camembert"] == "alias of roberta (RobertaConverter): RoBERTa's classes"
     assert rows["llama"] == "LlamaConverter"
+    # a head that transformers maps beside text backbones (JEV's decision head on Qwen2 and
+    # Qwen3.5) does not make a type another modality: the Qwen3.5 text model is text
+    assert rows["qwen3_5_text"] == "Qwen3_5TextConverter"
+    assert {r["model_type"]: r["status"] for r in report}["jev"] == "out of scope"
 
 
 def test_refused_types_name_the_missing_mechanism_here_and_in_from_hf(report, tmp_path):

@@ -282,9 +282,12 @@ def test_nemotron_h_imports_with_transformers_logits(tmp_path):
     assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
 
 
-def test_qwen3_5_moe_text_imports_with_transformers_logits(tmp_path):
-    """Qwen3-Next's layers with Gated DeltaNet's projections apart, experts everywhere."""
-    from transformers.models.qwen3_5_moe import Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig
+@pytest.mark.parametrize("task", ["ForCausalLM", "TextModel"])
+def test_qwen3_5_moe_text_imports_with_transformers_logits(tmp_path, task):
+    """Qwen3-Next's layers with Gated DeltaNet's projections apart, experts everywhere; the
+    causal LM (logits, padded rows, greedy tokens) and the headless text model."""
+    from transformers.models import qwen3_5_moe
+    from transformers.models.qwen3_5_moe import Qwen3_5MoeTextConfig
 
     config = Qwen3_5MoeTextConfig(
         vocab_size=V,
@@ -305,13 +308,83 @@ def test_qwen3_5_moe_text_imports_with_transformers_logits(tmp_path):
         max_position_embeddings=64,
         pad_token_id=0,
     )
-    ref = Qwen3_5MoeForCausalLM(config)
+    ref = getattr(qwen3_5_moe, f"Qwen3_5Moe{task}")(config)
     perturb(ref)
     ref.eval()
     ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
     assert ours.spec.data["layers"] == [
         {"select": [1], "attention": ours.spec.data["layers"][0]["attention"]}
     ]
+    if task == "TextModel":
+        ids = torch.randint(3, V, (2, 9), generator=torch.Generator().manual_seed(2))
+        with torch.no_grad():
+            want = ref(input_ids=ids).last_hidden_state
+            assert (want - ours(ids).last_hidden_state).abs().max() <= 1e-4
+        return
     assert_causal_lm_equal(ref, ours)
     assert_left_padded_equal(ref, ours)
     assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
+
+
+def tiny_qwen3_5_text(task: str = "ForCausalLM") -> torch.nn.Module:
+    """Three layers: Gated DeltaNet, gated attention, Gated DeltaNet; dense SwiGLU 48 wide."""
+    from transformers.models import qwen3_5
+
+    config = qwen3_5.Qwen3_5TextConfig(
+        vocab_size=V,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        layer_types=["linear_attention", "full_attention", "linear_attention"],
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=8,
+        linear_value_head_dim=6,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        num_labels=3,
+    )
+    model = getattr(qwen3_5, f"Qwen3_5{task}")(config)
+    perturb(model)
+    return model.eval()
+
+
+def test_qwen3_5_text_imports_with_transformers_logits(tmp_path):
+    """Qwen3.5's dense text model: Qwen3.5-MoE's mixers with a SwiGLU MLP on every layer."""
+    ref = tiny_qwen3_5_text()
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    data = ours.spec.data
+    assert (data["attention"]["kind"], data["ffn"]["kind"], data["d_ff"]) == (
+        "gated_deltanet",
+        "glu",
+        48,
+    )
+    assert [(e["select"], e["attention"]["kind"]) for e in data["layers"]] == [([1], "gated_mha")]
+    assert_causal_lm_equal(ref, ours)  # a right-padded row, and the loss
+    assert_left_padded_equal(ref, ours)
+    assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
+
+
+@pytest.mark.parametrize("task", ["TextModel", "TextForSequenceClassification"])
+def test_qwen3_5_text_headless_and_classifier_equal_transformers(tmp_path, task):
+    """The headless text model's last hidden state and the last-token classifier's logits,
+    on a right-padded row (the classifier reads each row's last real token)."""
+    ref = tiny_qwen3_5_text(task)
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    g = torch.Generator().manual_seed(2)
+    ids = torch.randint(3, V, (2, 9), generator=g)
+    mask = torch.ones_like(ids)
+    ids[1, 6:], mask[1, 6:] = 0, 0
+    with torch.no_grad():
+        want = ref(input_ids=ids, attention_mask=mask)
+        got = ours(ids, attention_mask=mask)
+    if task == "TextModel":
+        keep = mask.bool()
+        diff = (want.last_hidden_state - got.last_hidden_state)[keep].abs().max()
+    else:
+        diff = (want.logits - got.logits).abs().max()
+        assert want.logits.shape == (2, 3)
+    assert diff <= 1e-4

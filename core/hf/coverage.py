@@ -27,6 +27,9 @@ TEXT_TASKS = (
     "PRETRAINING",
     "TEXT_ENCODING",
 )
+# task mappings of heads that sit on a text backbone, not another modality (JEV's decision
+# head beside Qwen2 and Qwen3.5 checkpoints)
+TEXT_BACKBONE_TASKS = ("DECISION",)
 # a config key (or sub-config) naming one of these: inputs beyond text (pixels, audio, layout)
 MODALITY_WORDS = ("audio", "vision", "image", "visual", "vlm", "speech", "2d_position", "xpath")
 
@@ -58,7 +61,8 @@ def _mappings() -> tuple[dict[str, Any], dict[str, Any]]:
         if not (name.startswith("MODEL_FOR_") and name.endswith("_MAPPING_NAMES")):
             continue
         task = name.removeprefix("MODEL_FOR_").removesuffix("_MAPPING_NAMES")
-        (text if task in TEXT_TASKS else other)[task] = getattr(modeling_auto, name)
+        if task not in TEXT_BACKBONE_TASKS:
+            (text if task in TEXT_TASKS else other)[task] = getattr(modeling_auto, name)
     return text, other
 
 

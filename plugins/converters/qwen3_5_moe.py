@@ -8,7 +8,7 @@ from typing import Any
 
 from archzoo.parts.converter import parse_fields
 
-from .common import PAD, SIZES, lm_task
+from .common import HEADLESS, PAD, SIZES, lm_task
 from .mixtral import ExpertsConverter
 from .qwen3_next import Qwen3NextConverter
 
@@ -37,11 +37,7 @@ class Qwen3_5MoeTextConverter(
         ),
         *PAD,
     )
-    tasks = {"ForCausalLM": lm_task(False)}  # Qwen3_5MoeModel is the multimodal one
-    refused = {
-        "TextModel": "the headless text model is not imported here: import the causal LM "
-        "(Qwen3_5MoeForCausalLM) and use its last hidden state",
-    }
+    tasks = {"ForCausalLM": lm_task(False), "TextModel": HEADLESS}  # Model: the multimodal one
 
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
         """Qwen3-Next's, with experts on every layer (no mlp_only_layers here)."""

@@ -87,21 +87,10 @@ class Qwen3NextConverter(
         n = spec["n_layers"]
         coef = float(config.get("router_aux_loss_coef") or 0.0)
         spec["ffn"]["aux_loss_coef"] = coef if config.get("output_router_logits") else 0.0
-        kinds = list(config.get("layer_types") or ())
-        if len(kinds) != n or set(kinds) - set(LAYER_TYPES):
-            raise ConversionError(
-                f"config.json layer_types={kinds!r}: expected one of {LAYER_TYPES} per layer "
-                f"({n} layers)"
-            )
-        attends = {i for i, kind in enumerate(kinds) if kind == "full_attention"}
+        attends, attention = attention_layers(config, n)
         step = int(config.get("decoder_sparse_step") or 1)
         dense_only = set(config.get("mlp_only_layers") or ())
         dense = {i for i in range(n) if i in dense_only or (i + 1) % step != 0}
-        attention = {
-            "kind": "gated_mha",
-            "bias": bool(config.get("attention_bias", False)),
-            "n_kv_heads": config.get("num_key_value_heads") or config["num_attention_heads"],
-        }
         glu = {"kind": "glu", "activation": "swiglu", "bias": False}
         layers = []
         for a, d in ((True, False), (False, True), (True, True)):  # (False, False): the base
@@ -117,16 +106,9 @@ class Qwen3NextConverter(
     def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
         """The inverse of `adjust`: rotary, `layer_types`, `mlp_only_layers`, the router loss."""
         super().adjust_config(config, spec)
-        layers = layer_components(stack_config(dict(spec), "decoder"))
-        config["layer_types"] = [
-            "full_attention" if c["attention"]["kind"] == "gated_mha" else "linear_attention"
-            for c in layers
-        ]
+        layers = write_layer_types(config, spec)
         config["decoder_sparse_step"] = 1
         config["mlp_only_layers"] = [i for i, c in enumerate(layers) if c["ffn"]["kind"] != "moe"]
-        att = next((c["attention"] for c in layers if c["attention"]["kind"] == "gated_mha"), None)
-        config["num_key_value_heads"] = att["n_kv_heads"] if att else spec["n_heads"]
-        config["attention_bias"] = bool(att["bias"]) if att else False
         coef = float(spec["ffn"].get("aux_loss_coef") or 0.0)
         config["output_router_logits"] = coef > 0
         if coef > 0:
@@ -164,6 +146,35 @@ class Qwen3NextConverter(
             elif not any(name.endswith(f"in_proj_{p}.weight") for p in ("z", "b", "a")):
                 out[name] = t
         return out
+
+
+def attention_layers(config: Mapping[str, Any], n: int) -> tuple[set[int], dict[str, Any]]:
+    """The `full_attention` layers of `layer_types` and their gated attention's options."""
+    kinds = list(config.get("layer_types") or ())
+    if len(kinds) != n or set(kinds) - set(LAYER_TYPES):
+        raise ConversionError(
+            f"config.json layer_types={kinds!r}: expected one of {LAYER_TYPES} per layer "
+            f"({n} layers)"
+        )
+    attention = {
+        "kind": "gated_mha",
+        "bias": bool(config.get("attention_bias", False)),
+        "n_kv_heads": config.get("num_key_value_heads") or config["num_attention_heads"],
+    }
+    return {i for i, kind in enumerate(kinds) if kind == "full_attention"}, attention
+
+
+def write_layer_types(config: dict[str, Any], spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The inverse of `attention_layers` into config.json; the spec's per-layer components."""
+    layers = layer_components(stack_config(dict(spec), "decoder"))
+    config["layer_types"] = [
+        "full_attention" if c["attention"]["kind"] == "gated_mha" else "linear_attention"
+        for c in layers
+    ]
+    att = next((c["attention"] for c in layers if c["attention"]["kind"] == "gated_mha"), None)
+    config["num_key_value_heads"] = att["n_kv_heads"] if att else spec["n_heads"]
+    config["attention_bias"] = bool(att["bias"]) if att else False
+    return layers
 
 
 def _mixer_sizes(spec: Mapping[str, Any]) -> dict[str, int]:
