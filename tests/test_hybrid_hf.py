@@ -282,6 +282,25 @@ def test_nemotron_h_imports_with_transformers_logits(tmp_path):
     assert_greedy_equal(ref, ours)  # with the cache: recurrent states (and keys/values)
 
 
+# Qwen3.5's tiny sizes: Gated DeltaNet, gated attention, Gated DeltaNet; 2 key heads of 8 and
+# 4 value heads of 6 in the mixers, GQA 4/2 of 8 in attention
+QWEN3_5_SIZES = dict(
+    vocab_size=V,
+    hidden_size=32,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,
+    layer_types=["linear_attention", "full_attention", "linear_attention"],
+    linear_num_key_heads=2,
+    linear_num_value_heads=4,
+    linear_key_head_dim=8,
+    linear_value_head_dim=6,
+    max_position_embeddings=64,
+    pad_token_id=0,
+)
+
+
 @pytest.mark.parametrize("task", ["ForCausalLM", "TextModel"])
 def test_qwen3_5_moe_text_imports_with_transformers_logits(tmp_path, task):
     """Qwen3-Next's layers with Gated DeltaNet's projections apart, experts everywhere; the
@@ -290,23 +309,11 @@ def test_qwen3_5_moe_text_imports_with_transformers_logits(tmp_path, task):
     from transformers.models.qwen3_5_moe import Qwen3_5MoeTextConfig
 
     config = Qwen3_5MoeTextConfig(
-        vocab_size=V,
-        hidden_size=32,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        layer_types=["linear_attention", "full_attention", "linear_attention"],
-        linear_num_key_heads=2,
-        linear_num_value_heads=4,
-        linear_key_head_dim=8,
-        linear_value_head_dim=6,
+        **QWEN3_5_SIZES,
         num_experts=4,
         num_experts_per_tok=2,
         moe_intermediate_size=16,
         shared_expert_intermediate_size=24,
-        max_position_embeddings=64,
-        pad_token_id=0,
     )
     ref = getattr(qwen3_5_moe, f"Qwen3_5Moe{task}")(config)
     perturb(ref)
@@ -330,23 +337,7 @@ def tiny_qwen3_5_text(task: str = "ForCausalLM") -> torch.nn.Module:
     """Three layers: Gated DeltaNet, gated attention, Gated DeltaNet; dense SwiGLU 48 wide."""
     from transformers.models import qwen3_5
 
-    config = qwen3_5.Qwen3_5TextConfig(
-        vocab_size=V,
-        hidden_size=32,
-        intermediate_size=48,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        layer_types=["linear_attention", "full_attention", "linear_attention"],
-        linear_num_key_heads=2,
-        linear_num_value_heads=4,
-        linear_key_head_dim=8,
-        linear_value_head_dim=6,
-        max_position_embeddings=64,
-        pad_token_id=0,
-        num_labels=3,
-    )
+    config = qwen3_5.Qwen3_5TextConfig(**QWEN3_5_SIZES, intermediate_size=48, num_labels=3)
     model = getattr(qwen3_5, f"Qwen3_5{task}")(config)
     perturb(model)
     return model.eval()

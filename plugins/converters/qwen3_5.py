@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from archzoo.parts.converter import parse_fields, spec_parts
+from archzoo.parts.converter import Field, spec_parts
 
 from .common import HEADLESS, PAD, SIZES, lm_task, task
 from .llama import LlamaConverter
-from .qwen3_next import Qwen3NextConverter, attention_layers, write_layer_types
+from .qwen3_next import MIXER_FIELDS, Qwen3NextConverter, attention_layers, write_layer_types
 from .rope import rope_parameters
 
 
@@ -24,19 +24,8 @@ class Qwen3_5TextConverter(
     )
     fields = (
         *SIZES,
-        *parse_fields(
-            """
-            max_position_embeddings     max_len                         32768
-            attention_dropout           attention_dropout               0.0
-            rms_norm_eps                norm.eps,attention.norm_eps     1e-6
-            linear_conv_kernel_dim      attention.conv_kernel           4
-            linear_key_head_dim         attention.head_k_dim            128
-            linear_value_head_dim       attention.head_v_dim            128
-            linear_num_key_heads        attention.n_k_heads             16
-            linear_num_value_heads      attention.n_v_heads             32
-            head_dim                    head_dim                        256
-            """
-        ),
+        *MIXER_FIELDS,
+        Field("head_dim", "head_dim", 256),
         *PAD,
     )
     tasks = {

@@ -10,7 +10,7 @@ from archzoo.parts.converter import parse_fields
 
 from .common import HEADLESS, PAD, SIZES, lm_task
 from .mixtral import ExpertsConverter
-from .qwen3_next import Qwen3NextConverter
+from .qwen3_next import MIXER_FIELDS, Qwen3NextConverter
 
 
 class Qwen3_5MoeTextConverter(
@@ -18,16 +18,9 @@ class Qwen3_5MoeTextConverter(
 ):
     fields = (
         *(f for f in SIZES if f.hf != "intermediate_size"),
+        *MIXER_FIELDS,
         *parse_fields(
             """
-            max_position_embeddings     max_len                         32768
-            attention_dropout           attention_dropout               0.0
-            rms_norm_eps                norm.eps,attention.norm_eps     1e-6
-            linear_conv_kernel_dim      attention.conv_kernel           4
-            linear_key_head_dim         attention.head_k_dim            128
-            linear_value_head_dim       attention.head_v_dim            128
-            linear_num_key_heads        attention.n_k_heads             16
-            linear_num_value_heads      attention.n_v_heads             32
             num_experts                 ffn.n_experts                   256
             num_experts_per_tok         ffn.top_k                       8
             moe_intermediate_size       ffn.d_expert                    512

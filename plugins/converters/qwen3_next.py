@@ -38,6 +38,19 @@ NEXT_TENSORS = """
         layers.{i}.linear_attn.A_log                            A_LOG       tensor
         layers.{i}.linear_attn.dt_bias                          DT_BIAS     tensor
 """
+# config keys of the Gated DeltaNet layers every Qwen3-Next and Qwen3.5 type shares
+MIXER_FIELDS = parse_fields(
+    """
+    max_position_embeddings     max_len                         32768
+    attention_dropout           attention_dropout               0.0
+    rms_norm_eps                norm.eps,attention.norm_eps     1e-6
+    linear_conv_kernel_dim      attention.conv_kernel           4
+    linear_key_head_dim         attention.head_k_dim            128
+    linear_value_head_dim       attention.head_v_dim            128
+    linear_num_key_heads        attention.n_k_heads             16
+    linear_num_value_heads      attention.n_v_heads             32
+    """
+)
 LAYER_TYPES = ("linear_attention", "full_attention")
 FUSED_QKVZ, FUSED_BA = "linear_attn.in_proj_qkvz.weight", "linear_attn.in_proj_ba.weight"
 
@@ -55,16 +68,9 @@ class Qwen3NextConverter(
     )
     fields = (
         *SIZES,
+        *MIXER_FIELDS,
         *parse_fields(
             """
-            max_position_embeddings     max_len                         32768
-            attention_dropout           attention_dropout               0.0
-            rms_norm_eps                norm.eps,attention.norm_eps     1e-6
-            linear_conv_kernel_dim      attention.conv_kernel           4
-            linear_key_head_dim         attention.head_k_dim            128
-            linear_value_head_dim       attention.head_v_dim            128
-            linear_num_key_heads        attention.n_k_heads             16
-            linear_num_value_heads      attention.n_v_heads             32
             num_experts                 ffn.n_experts                   512
             num_experts_per_tok         ffn.top_k                       10
             moe_intermediate_size       ffn.d_expert                    512
