@@ -1144,6 +1144,43 @@ PUBLISHED["mamba-codestral-7b"] = (  # mistralai/Mamba-Codestral-7B-v0.1: Mamba2
     ),
 )
 CAUSAL_LM["Mamba2Config"] = "Mamba2ForCausalLM"
+PUBLISHED["mamba-2.8b"] = (  # state-spaces/mamba-2.8b-hf, as recalled (MambaConfig's checkpoint)
+    "MambaConfig",
+    dict(
+        vocab_size=50280,
+        hidden_size=2560,
+        num_hidden_layers=64,
+        state_size=16,
+        expand=2,
+        conv_kernel=4,
+        time_step_rank="auto",
+        use_bias=False,
+        use_conv_bias=True,
+        layer_norm_epsilon=1e-5,
+        tie_word_embeddings=True,
+        pad_token_id=0,
+    ),
+)
+CAUSAL_LM["MambaConfig"] = "MambaForCausalLM"
+PUBLISHED["falcon-mamba-7b"] = (  # tiiuae/falcon-mamba-7b, as recalled (its config's checkpoint)
+    "FalconMambaConfig",
+    dict(
+        vocab_size=65024,
+        hidden_size=4096,
+        num_hidden_layers=64,
+        state_size=16,
+        expand=2,
+        conv_kernel=4,
+        time_step_rank=256,
+        use_bias=False,
+        use_conv_bias=True,
+        layer_norm_epsilon=1e-5,
+        mixer_rms_eps=1e-6,
+        tie_word_embeddings=False,
+        pad_token_id=11,
+    ),
+)
+CAUSAL_LM["FalconMambaConfig"] = "FalconMambaForCausalLM"
 PUBLISHED["command-r-35b"] = (  # CohereForAI/c4ai-command-r-v01
     "CohereConfig",
     dict(

@@ -4,7 +4,8 @@ One projection gives the SSM input x and a gate z (each d_inner wide); x passes 
 causal convolution and SiLU, then x_proj gives a low-rank step dt (dt_rank), B and C (N
 each); dt = softplus(dt_proj(dt)). Each channel i keeps N numbers with their own decay:
 h_t = exp(dt_ti A_i) * h_{t-1} + dt_ti x_ti B_t, y_ti = h_ti . C_t + D_i x_ti, then
-y * silu(z) and the output projection. Jamba RMS-normalises dt, B and C (`inner_norms`).
+y * silu(z) and the output projection. Jamba RMS-normalises dt, B and C (`inner_norms`)
+with learned weights; Falcon-Mamba with none (`inner_norm_weights: false`).
 Positions are not applied: the recurrence orders the tokens.
 """
 
@@ -33,7 +34,10 @@ class Mamba(Attention, name="mamba", bidirectional=False, accepts_bias=False, kv
         conv_kernel: int = param(4, "width of the causal depthwise convolution over x", min=1)
         conv_bias: bool = param(True, "bias on the convolution")
         bias: bool = param(False, "biases on the input and output projections")
-        inner_norms: bool = param(False, "RMS-normalise dt, B and C with weights (Jamba)")
+        inner_norms: bool = param(False, "RMS-normalise dt, B and C (Jamba, Falcon-Mamba)")
+        inner_norm_weights: bool = param(
+            True, "learned weights on the inner norms (false: plain RMS normalisation)"
+        )
         norm_eps: float = param(1.0e-6, "epsilon of the inner norms", gt=0.0)
         chunk_size: int = param(16, "tokens per chunk (its work is chunk^2 x N per channel)", min=1)
 
@@ -49,7 +53,7 @@ class Mamba(Attention, name="mamba", bidirectional=False, accepts_bias=False, kv
         self.dt_proj = nn.Linear(self.rank, inner, bias=True)
         self.A_log = nn.Parameter(torch.empty(inner, n))
         self.D = nn.Parameter(torch.empty(inner))
-        if cfg.inner_norms:
+        if cfg.inner_norms and cfg.inner_norm_weights:
             self.dt_norm = nn.Parameter(torch.ones(self.rank))
             self.b_norm = nn.Parameter(torch.ones(n))
             self.c_norm = nn.Parameter(torch.ones(n))
@@ -86,6 +90,8 @@ class Mamba(Attention, name="mamba", bidirectional=False, accepts_bias=False, kv
             return t
         h = t.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.cfg.norm_eps)
+        if not self.cfg.inner_norm_weights:
+            return h.to(t.dtype)
         return getattr(self, name) * h.to(t.dtype)
 
     def forward(self, x: Tensor, ctx: AttentionContext, memory: Tensor | None = None) -> Tensor:

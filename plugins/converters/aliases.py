@@ -8,6 +8,7 @@ from archzoo.parts.hf_alias import Alias
 from .bart import BartConverter
 from .bert import RobertaConverter
 from .llama import LlamaConverter
+from .mamba import MambaConverter
 from .mistral import MistralConverter
 from .qwen import Qwen2Converter
 from .t5 import T5Converter
@@ -84,5 +85,13 @@ ALIASES = (
         renamed={"qkv_bias": "attention_bias", "bias": "mlp_bias"},
         tasks=DECODER_ONLY,
         note="runs as LlamaForCausalLM",
+    ),
+    Alias(  # weightless norms (non-persistent buffers): no tensors to read or write
+        "falcon_mamba",
+        MambaConverter,
+        "FalconMamba",
+        fields="mixer_rms_eps  attention.norm_eps  1e-6",
+        fixed="attention: {inner_norms: true, inner_norm_weights: false}",
+        note="Mamba's layout with plain RMS norms on dt, B and C",
     ),
 )
