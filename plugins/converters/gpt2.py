@@ -1,8 +1,14 @@
-"""GPT-2: pre-LN decoder, learned positions, Conv1D (transposed) projections."""
+"""GPT-2: pre-LN decoder, learned positions, Conv1D (transposed) projections; with
+`scale_attn_by_inverse_layer_idx`, layer i's scores are further divided by i + 1 (per-layer
+`attention.scale` entries)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from archzoo.parts.converter import Converter, Field, Values, parse_fields, spec_parts
+from archzoo.specs.plan import layer_components, stack_config
 
 from .common import (
     ACTIVATION,
@@ -16,7 +22,6 @@ from .common import (
 
 
 class GPT2Converter(Converter, model_type="gpt2", hf_prefix="GPT2", family="decoder"):
-    requires = {"scale_attn_by_inverse_layer_idx": False}
     fixed = spec_parts(
         "embedding: token, position: learned, block: pre_ln, norm: layernorm, ffn: mlp",
         "attention: {kind: mha, fused_qkv: true, bias: true}",
@@ -53,3 +58,29 @@ class GPT2Converter(Converter, model_type="gpt2", hf_prefix="GPT2", family="deco
         prefixes=("transformer.", ""),
         ignore=("h.{i}.attn.bias", "h.{i}.attn.masked_bias"),  # causal-mask buffers
     )
+
+    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        """`scale_attn_by_inverse_layer_idx`: layer i scales its scores by scale / (i + 1),
+        computed as transformers does (head_dim^-1/2, or 1 unscaled, then / float(i + 1)).
+        `reorder_and_upcast_attn` changes only how transformers' eager kernel rounds 16-bit
+        scores (its SDPA path ignores it): the same function, nothing to set."""
+        if not config.get("scale_attn_by_inverse_layer_idx"):
+            return
+        layers = spec.setdefault("layers", [])
+        for i in range(1, spec["n_layers"]):  # layer 0 divides by 1: the stack's own scale
+            layers.append({"select": i, "attention": {"scale": inverse_layer_scale(spec, i)}})
+
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        """Layers whose scale differs from the stack's as `scale_attn_by_inverse_layer_idx`
+        (export's round trip checks that they follow scale / (i + 1))."""
+        own = spec["attention"].get("scale")
+        layers = layer_components(stack_config(dict(spec), "decoder"))
+        by_layer = any(c["attention"].get("scale") != own for c in layers)
+        config["scale_attn_by_inverse_layer_idx"] = by_layer
+
+
+def inverse_layer_scale(spec: Mapping[str, Any], i: int) -> float:
+    """Layer i's score scale under `scale_attn_by_inverse_layer_idx`, in transformers' order."""
+    scale = spec["attention"].get("scale")
+    base = (spec["d_model"] // spec["n_heads"]) ** -0.5 if scale is None else float(scale)
+    return base / float(i + 1)

@@ -25,7 +25,9 @@ MLP_TENSORS = """
 
 
 class LlamaConverter(Converter, model_type="llama", hf_prefix="Llama", family="decoder"):
-    requires = {"hidden_act": "silu", "pretraining_tp": 1}
+    # `pretraining_tp` (Meta's tensor-parallel degree) is not read: transformers 5 computes
+    # the same full projections whatever it says
+    requires = {"hidden_act": "silu"}
     fixed = spec_parts(
         "dropout: 0.0, embedding: token, block: pre_ln, norm: rmsnorm",
         "attention: {kind: mha, fused_qkv: false}",

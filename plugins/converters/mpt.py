@@ -1,8 +1,13 @@
-"""MPT: ALiBi, no biases anywhere (LayerNorms included), fused [q | k | v], a 4x exact-GELU
-MLP, optional q/k/v clipping and score scale, tied head."""
+"""MPT: ALiBi, no biases anywhere (LayerNorms included), fused [q | k | v], an exact-GELU MLP
+`expansion_ratio` times d_model wide, optional q/k/v clipping and score scale, tied head.
+
+transformers 5.24 builds a 4x MLP whatever `expansion_ratio` says (MosaicML's own code, which
+trained these checkpoints, reads it), so a checkpoint with another ratio imports here but
+transformers cannot load it, and its export is refused by to_hf's probe."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from archzoo.parts.converter import ConversionError, Converter, parse_fields, spec_parts
@@ -21,7 +26,7 @@ UNSUPPORTED_ATTENTION = {
 
 class MptConverter(Converter, model_type="mpt", hf_prefix="Mpt", family="decoder"):
     attention_impl = "eager"  # transformers attends op by op here: its bits in 16-bit floats
-    requires = {"no_bias": True, "expansion_ratio": 4, "logit_scale": None}
+    requires = {"no_bias": True, "logit_scale": None}
     fixed = spec_parts(
         "embedding: token, position: alibi, block: pre_ln",
         "norm: {kind: layernorm, bias: false}",
@@ -57,7 +62,8 @@ class MptConverter(Converter, model_type="mpt", hf_prefix="Mpt", family="decoder
     )
 
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
-        """The 4x MLP, and clipping, score scale and dropout from `attn_config`."""
+        """The MLP width (`expansion_ratio` x d_model), and clipping, score scale and dropout
+        from `attn_config`."""
         attn = config.get("attn_config") or {}
         if not isinstance(attn, dict):
             raise ConversionError(f"config.json attn_config must be a mapping, got {attn!r}")
@@ -66,9 +72,21 @@ class MptConverter(Converter, model_type="mpt", hf_prefix="Mpt", family="decoder
                 raise ConversionError(
                     f"config.json attn_config.{key}={attn[key]!r} is not supported (only {only!r})"
                 )
-        spec["d_ff"] = 4 * spec["d_model"]
+        ratio = config.get("expansion_ratio", 4)
+        width = ratio * spec["d_model"]
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or width != int(width):
+            raise ConversionError(
+                f"config.json expansion_ratio={ratio!r}: expected a number that makes "
+                f"expansion_ratio * d_model ({spec['d_model']}) a whole width"
+            )
+        spec["d_ff"] = int(width)
         spec["attention_dropout"] = float(attn.get("attn_pdrop") or 0.0)
         if attn.get("clip_qkv"):
             spec["attention"]["qkv_clamp"] = float(attn["clip_qkv"])
         if attn.get("softmax_scale"):
             spec["attention"]["scale"] = float(attn["softmax_scale"])
+
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        """The MLP width as `expansion_ratio` (an int where d_ff is a whole multiple)."""
+        ratio = spec["d_ff"] / spec["d_model"]
+        config["expansion_ratio"] = int(ratio) if ratio == int(ratio) else ratio

@@ -3,6 +3,7 @@ table), LongRoPE scaling, and an optional sliding window."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from archzoo.parts.converter import parse_fields, spec_parts
@@ -55,3 +56,11 @@ class Phi3Converter(MistralConverter, model_type="phi3", hf_prefix="Phi3"):
                 {**config, "rope_parameters": longrope, "rope_scaling": None}
             )
             spec["position"] = {"kind": "rotary", **position, "recache": True}
+
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        """The window and rotary as Mistral's, and LongRoPE's pre-training length at the
+        top level, where Phi-3 reads it (its default is 4096)."""
+        super().adjust_config(config, spec)
+        position = spec["position"]
+        if position.get("scaling") == "longrope" and position.get("original_max_len"):
+            config["original_max_position_embeddings"] = position["original_max_len"]

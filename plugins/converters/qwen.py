@@ -1,15 +1,17 @@
-"""Qwen2 (q/k/v biases), Qwen3 (per-head QK RMSNorm) and Qwen3-MoE (routed experts on some layers)."""
+"""Qwen2 (q/k/v biases), Qwen3 (per-head QK RMSNorm) and Qwen3-MoE (routed experts on some
+layers); Qwen2 and Qwen3 slide a window over the layers from `max_window_layers` on."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.parts.converter import spec_parts
+from archzoo.parts.converter import ConversionError, get, spec_parts
 from archzoo.specs.plan import layer_components, stack_config
 
 from .common import LM_HEAD, table
 from .experts import GATE_UP_DOWN_PROJ
+from .gemma2 import sliding_config, sliding_layers
 from .llama import ATTENTION_TENSORS, MLP_TENSORS, LlamaConverter
 from .mixtral import (
     MOE_TENSORS,
@@ -25,14 +27,39 @@ QK_NORM_TENSORS = """
 """
 
 
-class FullAttentionQwen(LlamaConverter):
-    """Qwen's rule for every version: full attention only (with use_sliding_window, layers
-    from max_window_layers on would need a window); export writes it so."""
+class WindowedQwen(LlamaConverter):
+    """Qwen2's and Qwen3's rule (transformers' Qwen2Config): with `use_sliding_window`, the
+    layers from `max_window_layers` on attend over a causal window of `sliding_window` keys
+    (itself included), unless `layer_types` says which; without it, every layer is full."""
 
-    requires = {**LlamaConverter.requires, "use_sliding_window": False}
+    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        super().adjust(spec, config)
+        n = spec["n_layers"]
+        window = config.get("sliding_window", 4096) if config.get("use_sliding_window") else None
+        start = get(config, "max_window_layers", 28)
+        kinds = config.get("layer_types") or [
+            "sliding_attention" if window is not None and i >= start else "full_attention"
+            for i in range(n)
+        ]
+        if window is None and "sliding_attention" in kinds:
+            raise ConversionError(
+                f"config.json layer_types={kinds!r} has sliding_attention layers but "
+                "use_sliding_window is false (transformers has no window for them)"
+            )
+        sliding_layers(spec, {**config, "layer_types": kinds, "sliding_window": window}, 1)
+
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        """Local layers as `use_sliding_window`, `sliding_window`, `layer_types` and (the
+        full layers before the first local one) `max_window_layers`; none: nothing written."""
+        super().adjust_config(config, spec)
+        layers = [c["attention"] for c in layer_components(stack_config(dict(spec), "decoder"))]
+        local = [i for i, a in enumerate(layers) if a["kind"] == "local"]
+        if local:
+            sliding_config(config, spec)
+            config.update(use_sliding_window=True, max_window_layers=local[0])
 
 
-class Qwen2Converter(FullAttentionQwen, model_type="qwen2", hf_prefix="Qwen2"):
+class Qwen2Converter(WindowedQwen, model_type="qwen2", hf_prefix="Qwen2"):
     fixed = {
         **LlamaConverter.fixed,
         **spec_parts("attention: {kind: mha, fused_qkv: false, bias: true, out_bias: false}"),
@@ -40,7 +67,7 @@ class Qwen2Converter(FullAttentionQwen, model_type="qwen2", hf_prefix="Qwen2"):
     fields = tuple(f for f in LlamaConverter.fields if f.hf != "attention_bias")
 
 
-class Qwen3Converter(FullAttentionQwen, model_type="qwen3", hf_prefix="Qwen3"):
+class Qwen3Converter(WindowedQwen, model_type="qwen3", hf_prefix="Qwen3"):
     fixed = {
         **LlamaConverter.fixed,
         **spec_parts("attention: {kind: mha, fused_qkv: false, qk_norm: head}"),
@@ -54,6 +81,9 @@ class Qwen3MoeConverter(
     ExpertsConverter, Qwen3Converter, model_type="qwen3_moe", hf_prefix="Qwen3Moe"
 ):
     per_expert = GATE_UP_DOWN_PROJ
+    # transformers' Qwen3-MoE slides every layer with use_sliding_window (no
+    # max_window_layers), Qwen2-MoE the even ones below it: neither is read yet
+    requires = {**LlamaConverter.requires, "use_sliding_window": False}
     fixed = {**Qwen3Converter.fixed, **SWIGLU_EXPERTS}
     fields = moe_fields(
         LlamaConverter.fields,

@@ -3,6 +3,7 @@ GELU MLP (c_fc, c_proj), GQA, rotary, and one causal sliding window for every la
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from archzoo.parts.converter import parse_fields, spec_parts
@@ -49,3 +50,9 @@ class Starcoder2Converter(LlamaConverter, model_type="starcoder2", hf_prefix="St
         window = config.get("sliding_window")
         if window is not None:
             spec["attention"] = {**spec["attention"], "kind": "local", "window": int(window)}
+
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        """Rotary as Llama's, and a local attention's window as `sliding_window`."""
+        super().adjust_config(config, spec)
+        attention = spec["attention"]
+        config["sliding_window"] = attention["window"] if attention["kind"] == "local" else None
