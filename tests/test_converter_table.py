@@ -120,6 +120,10 @@ def test_every_named_path_exists_in_a_built_model():
             ("llama2-7b", {"n_layers": 1}),
             ("bart-base", {"n_layers": 1}),
             ("t5-small", {"n_layers": 1, "position": {"per_layer": True}}),  # UMT5
+            (  # BERT's relative_key: a distance table per layer
+                "bert-base",
+                {"n_layers": 1, "position": {"kind": "relative", "per_layer": True}},
+            ),
             ("qwen3-0.6b", {"n_layers": 1}),
             (
                 "qwen3-30b-a3b",

@@ -2,8 +2,9 @@
 against transformers (logits within 1e-4, greedy tokens identical for decoders) and through
 to_hf back into transformers: MPT's `expansion_ratio`, GPT-2's
 `scale_attn_by_inverse_layer_idx` (and `reorder_and_upcast_attn`), Qwen2's
-`use_sliding_window` from `max_window_layers`, Llama's `pretraining_tp`, and the exports
-of StarCoder2 and of Phi-3 with LongRoPE."""
+`use_sliding_window` from `max_window_layers`, Llama's `pretraining_tp`, BERT's
+`relative_key` / `relative_key_query` distances, and the exports of StarCoder2 and of
+Phi-3 with LongRoPE."""
 
 from __future__ import annotations
 
@@ -171,6 +172,182 @@ def test_llama_pretraining_tp_changes_nothing(tmp_path):
     """transformers 5 computes the full projections whatever pretraining_tp says."""
     config = dict(QWEN, num_hidden_layers=2, pretraining_tp=2)
     check_decoder(make("Llama", **config), tmp_path)
+
+
+# --- BERT: relative_key, relative_key_query ------------------------------------------------
+
+BERT = dict(
+    vocab_size=V,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=16,
+)
+HD, ROWS = 8, 2 * 16 - 1  # head width; distance rows: every i - j within max_len
+
+
+def distance_terms(att, q, k, kind: str) -> torch.Tensor:
+    """transformers 4's BertSelfAttention score terms, written out: rows i - j + max_len - 1
+    of the layer's distance_embedding, q . r and (key_query) k . r, before the scale."""
+    T = q.shape[2]
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    r = att.distance_embedding(i - j + 16 - 1)  # (Tq, Tk, hd)
+    terms = torch.einsum("bhld,lrd->bhlr", q, r)
+    if kind == "relative_key_query":
+        terms = terms + torch.einsum("bhrd,lrd->bhlr", k, r)
+    return terms
+
+
+def with_distances(att, kind: str) -> None:
+    """transformers 5's BERT self-attention plus transformers 4's distance terms (added to
+    the additive mask its eager kernel adds to the scaled scores)."""
+    plain = att.forward
+
+    def forward(hidden_states, attention_mask=None, **kwargs):
+        shape = (*hidden_states.shape[:-1], -1, HD)
+        q = att.query(hidden_states).view(shape).transpose(1, 2)  # (B, H, T, hd)
+        k = att.key(hidden_states).view(shape).transpose(1, 2)
+        bias = distance_terms(att, q, k, kind) * att.scaling
+        if attention_mask is not None and attention_mask.dtype == torch.bool:
+            attention_mask = torch.zeros_like(bias).masked_fill(
+                ~attention_mask, torch.finfo(bias.dtype).min
+            )
+        mask = bias if attention_mask is None else attention_mask + bias
+        return plain(hidden_states, attention_mask=mask, **kwargs)
+
+    att.forward = forward
+
+
+def bert_relative(kind: str, suffix: str = "ForMaskedLM") -> torch.nn.Module:
+    """A tiny BERT as transformers 4 ran `kind`: per-layer distance tables, no absolute
+    positions added (their table is still saved, as transformers 4 saved it)."""
+    ref = make("Bert", suffix, **BERT, attn_implementation="eager")
+    ref.config.position_embedding_type = kind
+    g = torch.Generator().manual_seed(5)
+    base = getattr(ref, "bert", ref)
+    for layer in base.encoder.layer:
+        att = layer.attention.self
+        att.distance_embedding = torch.nn.Embedding(ROWS, HD)
+        with torch.no_grad():
+            att.distance_embedding.weight.copy_(torch.randn(ROWS, HD, generator=g) * 0.3)
+        with_distances(att, kind)
+    base.embeddings.position_embeddings.forward = lambda ids: torch.zeros(*ids.shape, 32)
+    return ref
+
+
+def test_the_dense_distance_term_is_transformers_shaw_relative_key_term():
+    """The q . r term above is transformers' own relative_key function (Wav2Vec2-BERT's,
+    which indexes by j - i: the same table reversed) and archzoo's `relative` position."""
+    from types import SimpleNamespace
+
+    from transformers.models.wav2vec2_bert.modeling_wav2vec2_bert import (
+        _apply_relative_key_position_encoding as shaw,
+    )
+
+    att = bert_relative("relative_key").bert.encoder.layer[0].attention.self
+    g = torch.Generator().manual_seed(2)
+    q, k = torch.randn(2, 4, 7, HD, generator=g), torch.randn(2, 4, 7, HD, generator=g)
+    table = att.distance_embedding.weight.detach()
+    module = SimpleNamespace(
+        left_max_position_embeddings=15,
+        right_max_position_embeddings=15,
+        distance_embedding=torch.nn.Embedding.from_pretrained(table.flip(0)),
+        scaling=HD**-0.5,
+    )
+    with torch.no_grad():
+        want = distance_terms(att, q, k, "relative_key") * HD**-0.5
+        _, theirs = shaw(module, q, k)
+    assert torch.allclose(theirs, want, atol=1e-6)
+    spec = dict(BERT_SPEC, position={"kind": "relative", "max_distance": 15, "per_layer": True})
+    position = archzoo.build_model(spec).encoder.position
+    with torch.no_grad():
+        position.key_tables[0].weight.copy_(table.flip(0))
+        steps = torch.arange(7)[None].expand(2, 7)
+        state = position.layer_state(position.prepare(steps, steps), 0)
+        ours = position.score_bias(state, q, k, HD**-0.5)
+        assert torch.allclose(ours, want, atol=1e-6)
+    spec["position"]["key_term"] = True
+    keyed = archzoo.build_model(spec).encoder.position
+    with torch.no_grad():
+        keyed.key_tables[0].weight.copy_(table.flip(0))
+        state = keyed.layer_state(keyed.prepare(steps, steps), 0)
+        both = distance_terms(att, q, k, "relative_key_query") * HD**-0.5
+        assert torch.allclose(keyed.score_bias(state, q, k, HD**-0.5), both, atol=1e-6)
+
+
+BERT_SPEC = {
+    "family": "encoder",
+    "vocab_size": V,
+    "d_model": 32,
+    "n_layers": 2,
+    "n_heads": 4,
+    "d_ff": 64,
+    "max_len": 16,
+}
+
+
+@pytest.mark.parametrize("kind", ["relative_key", "relative_key_query"])
+def test_bert_relative_distances_give_transformers_4_logits(tmp_path, kind):
+    ref = bert_relative(kind)
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf"))
+    position = ours.spec.data["position"]
+    assert position == {
+        "kind": "relative",
+        "max_distance": 15,
+        "value_term": False,
+        "per_layer": True,
+        "key_term": kind == "relative_key_query",
+    }
+    ids, mask = padded_batch(V, length=12, real=7)
+    with torch.no_grad():
+        want = ref(input_ids=ids, attention_mask=mask).logits
+        got = ours(ids, attention_mask=mask).logits
+    assert max_diff_unpadded(got, want, mask) <= 1e-4
+
+
+def test_bert_relative_export_round_trips_through_the_table_and_transformers_refuses_it(
+    tmp_path,
+):
+    """The table writes transformers 4's names and rows back (the distance rows reversed
+    again), archzoo reads that export to the same logits; to_hf's check refuses it, since
+    transformers 5 runs absolute positions whatever position_embedding_type says."""
+    from safetensors.torch import load_file, save_file
+
+    from archzoo.parts.hf_tensors import ZooNames
+
+    ref = bert_relative("relative_key_query")
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf"))
+    converter = archzoo.get_registry().converter("bert")
+    back = converter.export_state(ours.state_dict(), ZooNames.of(ours), ours.spec.data)
+    saved = load_file(str(tmp_path / "hf" / "model.safetensors"))
+    unused = {"bert.embeddings.position_embeddings.weight", "cls.predictions.decoder.weight"}
+    assert set(back) - {"cls.predictions.decoder.bias"} == set(saved) - unused  # bias: tied
+    assert all(torch.equal(back[n], saved[n]) for n in back if n in saved)
+    config = converter.hf_config(ours.spec.data, "ForMaskedLM")
+    assert config["position_embedding_type"] == "relative_key_query"
+    out = tmp_path / "table"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps({**config, "architectures": ["BertForMaskedLM"]}))
+    save_file({k: v.clone() for k, v in back.items()}, str(out / "model.safetensors"))
+    again = archzoo.from_hf(out)
+    ids, mask = padded_batch(V, length=12, real=7)
+    with torch.no_grad():
+        assert torch.equal(
+            again(ids, attention_mask=mask).logits, ours(ids, attention_mask=mask).logits
+        )
+    with pytest.raises(ExportError, match="nothing was written"):
+        archzoo.to_hf(ours, tmp_path / "out")
+
+
+def test_an_unknown_position_embedding_type_is_refused_by_name():
+    config = hf.BertConfig(**BERT).to_dict()
+    config["position_embedding_type"] = "rotary"
+    with pytest.raises(archzoo.ConversionError, match="position_embedding_type='rotary'"):
+        archzoo.get_registry().converter("bert").to_spec(config)
+    config["position_embedding_type"] = "relative_key"
+    with pytest.raises(archzoo.ConversionError, match="position_embedding_type='relative_key'"):
+        archzoo.get_registry().converter("roberta").to_spec({**config, "model_type": "roberta"})
 
 
 # --- exports that found no type: StarCoder2 (a sliding window), Phi-3 (LongRoPE) ------------

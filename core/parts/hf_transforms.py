@@ -192,6 +192,16 @@ class OffsetRows(Transform):
         return [torch.cat([t.new_zeros(self.n, *t.shape[1:]), t], dim=0)]
 
 
+class ReverseRows(Transform):
+    """An HF table indexed the other way round (BERT's distance rows by i - j) <-> archzoo's
+    (by j - i): the rows in reverse order, both ways."""
+
+    def forward(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        return [ts[0].flip(0)]
+
+    inverse = forward
+
+
 class Compose(Transform):
     """Two linear layers with nothing between (W1, b1, W2, b2: XLM's multiple-choice summary
     then logits_proj) <-> the one linear they make (W2 W1, W2 b1 + b2). The inverse writes
@@ -227,6 +237,7 @@ def named(name: str | None, n_hf: int, n_zoo: int) -> Transform:
         "flatten": Flatten,
         "deinterleave": Deinterleave,
         "compose": Compose,
+        "reverse_rows": ReverseRows,
     }
     if name not in makers:
         raise ValueError(f"unknown transform {name!r}; known: {', '.join(map(str, makers))}")

@@ -1,11 +1,18 @@
-"""BERT (and RoBERTa, which differs in names and position offset): post-LN encoder, MLM head."""
+"""BERT (and RoBERTa, which differs in names and position offset): post-LN encoder, MLM head.
+
+BERT's `position_embedding_type` `relative_key` / `relative_key_query` (transformers 4;
+transformers 5 dropped them) is the `relative` position with one distance table per layer
+(2 * max_position_embeddings - 1 rows, no clipping within max_len) and, for key_query, the
+key's term too; the absolute table is then unused."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from archzoo.parts.converter import Converter, Field, get, parse_fields, spec_parts
+from archzoo.parts.converter import ConversionError, Converter, Field, get, parse_fields, spec_parts
+from archzoo.parts.hf_tensors import TensorTable
 
 from .common import (
     ACTIVATION,
@@ -34,6 +41,13 @@ LAYERS = (
     + LAYER_OUTPUTS
 )
 POOLER = ("pooler.dense.weight", "pooler.dense.bias")  # not part of an MLM model
+# relative_key: each layer's distance rows, indexed by i - j (archzoo's by j - i)
+DISTANCES = """
+    encoder.layer.{i}.attention.self.distance_embedding   RELATIVE_LAYER  reverse_rows
+"""
+RELATIVE = {"relative_key": False, "relative_key_query": True}  # -> the key's term
+# what a type without BERT's distance tables requires (one built on BERT's classes)
+ABSOLUTE_ONLY = {"is_decoder": False, "position_embedding_type": "absolute"}
 
 
 def bert_fields(
@@ -63,7 +77,7 @@ def mlm_activation(default: str) -> Field:
 
 
 class BertConverter(Converter, model_type="bert", hf_prefix="Bert", family="encoder"):
-    requires = {"position_embedding_type": "absolute", "is_decoder": False}
+    requires = {"is_decoder": False}
     fixed = spec_parts(
         "block: post_ln, norm: layernorm, ffn: mlp",
         "embedding: {kind: token, norm: true}, position: {kind: learned, offset: 0}",
@@ -82,14 +96,50 @@ class BertConverter(Converter, model_type="bert", hf_prefix="Bert", family="enco
         "(ForPreTraining imports its masked-LM head and skips this one)",
     }
     tensors = table(
-        BERT_EMBEDDINGS + LAYERS,
+        BERT_EMBEDDINGS + LAYERS + DISTANCES,
         prefixes=("bert.", ""),
         stacks={"encoder": {}},
         ignore=(*BERT_BUFFERS, *POOLER, "cls.seq_relationship.weight", "cls.seq_relationship.bias"),
     )
 
+    def base_table(self, spec: Mapping[str, Any] | None = None) -> TensorTable:
+        """With relative positions, the absolute table transformers 4 still saved is unused."""
+        assert self.tensors is not None
+        if spec is None or spec.get("position", {}).get("kind") != "relative":
+            return self.tensors
+        unused = ("embeddings.position_embeddings.weight",)
+        return replace(self.tensors, ignore=(*self.tensors.ignore, *unused))
+
+    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        """`position_embedding_type`: absolute, or relative distances per layer."""
+        kind = config.get("position_embedding_type") or "absolute"
+        if kind == "absolute":
+            return
+        if kind not in RELATIVE:
+            raise ConversionError(
+                f"config.json position_embedding_type={kind!r} is not supported; "
+                "supported: absolute, relative_key, relative_key_query"
+            )
+        spec["position"] = {
+            "kind": "relative",
+            "max_distance": spec["max_len"] - 1,  # 2 * max_len - 1 rows: every distance
+            "per_layer": True,
+            "key_term": RELATIVE[kind],
+        }
+
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        """The position as `position_embedding_type` (relative_key[_query] for distances
+        per layer; export's round trip checks the table size and the layers)."""
+        position = spec["position"]
+        if position["kind"] != "relative":
+            config["position_embedding_type"] = "absolute"
+            return
+        kinds = {v: k for k, v in RELATIVE.items()}
+        config["position_embedding_type"] = kinds[bool(position.get("key_term"))]
+
 
 class RobertaConverter(BertConverter, model_type="roberta", hf_prefix="Roberta"):
+    requires = ABSOLUTE_ONLY
     refused = {"ForCausalLM": AS_DECODER}
     fixed = {  # positions counted over real tokens from padding_idx + 1, as HF numbers them
         **BertConverter.fixed,

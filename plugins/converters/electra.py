@@ -7,7 +7,7 @@ from typing import Any
 
 from archzoo.parts.converter import Field, get
 
-from .bert import LAYERS, BertConverter, bert_fields
+from .bert import ABSOLUTE_ONLY, LAYERS, BertConverter, bert_fields
 from .common import (
     ACTIVATION,
     AS_DECODER,
@@ -25,6 +25,7 @@ GELU = Field("hidden_act", "head.activation", "gelu", ACTIVATION)  # the discrim
 
 
 class ElectraConverter(BertConverter, model_type="electra", hf_prefix="Electra"):
+    requires = ABSOLUTE_ONLY
     fields = (
         *bert_fields(dropout=0.1, activation="gelu"),
         Field("embedding_size", "embedding.embedding_size"),

@@ -16,6 +16,7 @@ POSITION = "{s}.position.table"  # learned table or T5's bucket bias
 RELATIVE, RELATIVE_NORM = "{s}.position.relative", "{s}.position.norm"  # deberta_relative
 ABSOLUTE = "{s}.position.absolute.table"  # deberta_relative absolute: its learned table
 POSITION_LAYER = "{s}.position.tables.{i}"  # t5_relative per_layer: layer i's bias (UMT5)
+RELATIVE_LAYER = "{s}.position.key_tables.{i}"  # relative per_layer: layer i's a^K (BERT)
 POSITION_GLOBAL = "{s}.position.global_table"  # t5_windowed: bias toward global summaries
 FINAL_NORM = "{s}.final_norm"
 

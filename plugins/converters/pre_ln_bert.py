@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from archzoo.parts.converter import spec_parts
 
-from .bert import POOLER, BertConverter, RobertaConverter
+from .bert import ABSOLUTE_ONLY, POOLER, BertConverter, RobertaConverter
 from .common import AS_DECODER, BERT_BUFFERS, table
 
 EMBEDDINGS = """
@@ -61,6 +61,7 @@ class RobertaPreLayerNormConverter(
 
 
 class MegatronBertConverter(BertConverter, model_type="megatron-bert", hf_prefix="MegatronBert"):
+    requires = ABSOLUTE_ONLY
     fixed = {**BertConverter.fixed, **PRE_LN}
     refused = {**BertConverter.refused, "ForCausalLM": AS_DECODER}
     tensors = table(
