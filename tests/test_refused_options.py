@@ -3,8 +3,9 @@ against transformers (logits within 1e-4, greedy tokens identical for decoders) 
 to_hf back into transformers: MPT's `expansion_ratio`, GPT-2's
 `scale_attn_by_inverse_layer_idx` (and `reorder_and_upcast_attn`), Qwen2's
 `use_sliding_window` from `max_window_layers`, Llama's `pretraining_tp`, BERT's
-`relative_key` / `relative_key_query` distances, and the exports of StarCoder2 and of
-Phi-3 with LongRoPE."""
+`relative_key` / `relative_key_query` distances (against transformers 4.57.1's stored
+outputs: transformers 5 dropped them), and the exports of StarCoder2 and of Phi-3 with
+LongRoPE."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import json
 import pytest
 import torch
 import transformers as hf
+from bert4_relative import HIDDEN, fill
 from hf_util import (
     assert_causal_lm_equal,
     assert_greedy_equal,
@@ -304,6 +306,22 @@ def test_bert_relative_distances_give_transformers_4_logits(tmp_path, kind):
         want = ref(input_ids=ids, attention_mask=mask).logits
         got = ours(ids, attention_mask=mask).logits
     assert max_diff_unpadded(got, want, mask) <= 1e-4
+
+
+@pytest.mark.parametrize("kind", ["relative_key", "relative_key_query"])
+def test_bert_relative_distances_give_transformers_4s_hidden_states(tmp_path, kind):
+    """transformers 4.57.1's own BertModel outputs (tests/bert4_relative.py) for the same
+    weights: archzoo's import and the oracle above both reproduce them."""
+    ref = bert_relative(kind, "Model")
+    fill(ref)
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf"))
+    ids, mask = padded_batch(V, length=12, real=7)
+    want = torch.tensor(HIDDEN[kind]).reshape(2, 12, 32)
+    with torch.no_grad():
+        got = ours(ids, attention_mask=mask).last_hidden_state
+        dense = ref(input_ids=ids, attention_mask=mask).last_hidden_state
+    assert max_diff_unpadded(got, want, mask) <= 1e-4
+    assert max_diff_unpadded(dense, want, mask) <= 1e-4
 
 
 def test_bert_relative_export_round_trips_through_the_table_and_transformers_refuses_it(
