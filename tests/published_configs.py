@@ -1490,3 +1490,34 @@ PUBLISHED["qwen3.5-35b-a3b"] = ("Qwen3_5MoeTextConfig", {})  # transformers' def
 CAUSAL_LM["Qwen3_5MoeTextConfig"] = "Qwen3_5MoeForCausalLM"
 PUBLISHED["qwen3.5-9b"] = ("Qwen3_5TextConfig", {})  # transformers' defaults: "Qwen3.5-9B style"
 CAUSAL_LM["Qwen3_5TextConfig"] = "Qwen3_5ForCausalLM"
+# MiniMax-Text-01 (MiniMaxAI/MiniMax-Text-01-hf, the checkpoint MiniMaxConfig's docstring
+# names): 80 layers, a softmax attention layer after every 7 lightning layers, 32 experts;
+# the alphas are (2 x 80)^(1/4). Sizes as recalled from its config.json (not checked
+# against the file; MiniMaxConfig's own defaults are Mixtral-8x7B's sizes, no MiniMax model).
+PUBLISHED["minimax-text-01"] = (
+    "MiniMaxConfig",
+    dict(
+        vocab_size=200064,
+        hidden_size=6144,
+        intermediate_size=9216,
+        num_hidden_layers=80,
+        num_attention_heads=64,
+        num_key_value_heads=8,
+        head_dim=128,
+        layer_types=(["linear_attention"] * 7 + ["full_attention"]) * 10,
+        block_size=256,
+        num_local_experts=32,
+        num_experts_per_tok=2,
+        full_attn_alpha_factor=3.5565588200778455,
+        full_attn_beta_factor=1.0,
+        linear_attn_alpha_factor=3.5565588200778455,
+        linear_attn_beta_factor=1.0,
+        mlp_alpha_factor=3.5565588200778455,
+        mlp_beta_factor=1.0,
+        max_position_embeddings=10240000,
+        rms_norm_eps=1e-5,
+        rope_parameters={**ROPE, "rope_theta": 1e7},
+        tie_word_embeddings=False,
+    ),
+)
+CAUSAL_LM["MiniMaxConfig"] = "MiniMaxForCausalLM"

@@ -138,6 +138,13 @@ EXTRA = {
         "linear_key_head_dim": 8,
         "linear_value_head_dim": 6,
     },
+    "minimax": {  # lightning on layer 0 (blocks of 4), GQA attention on layer 1
+        "num_key_value_heads": 2,
+        "layer_types": ["linear_attention", "full_attention"],
+        "block_size": 4,
+        "full_attn_alpha_factor": 1.5,
+        "mlp_beta_factor": 0.9,
+    },
     "lfm2_moe": {"num_key_value_heads": 2, "layer_types": ["conv", "full_attention"]},
     "lfm2": {  # a conv layer and an attention layer; the FFN width auto-adjusted: 64 -> 48
         "num_key_value_heads": 2,

@@ -25,6 +25,8 @@ MIXERS = {  # chunks of 4: the 9-token prompt spans two chunks and a remainder
     "mamba2": {"d_inner": 48, "head_dim": 12, "state_size": 8, "n_groups": 2, "chunk_size": 4},
     "mamba": {"d_inner": 48, "state_size": 4, "dt_rank": 3, "inner_norms": True, "chunk_size": 4},
     "short_conv": {},
+    "lightning": {"block_size": 4},
+    "kimi_delta": {"n_heads": 2, "chunk_size": 4},
     "gated_mha": {"n_kv_heads": 2},  # Qwen3-Next's attention layer (a KV cache, not a state)
 }
 

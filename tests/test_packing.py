@@ -93,6 +93,8 @@ ATTENTIONS = {
     "mamba2": {"head_dim": 16, "state_size": 8, "chunk_size": 8},
     "short_conv": {},
     "mamba": {"state_size": 4, "chunk_size": 8},
+    "lightning": {"block_size": 8},
+    "kimi_delta": {"n_heads": 2, "chunk_size": 8},
     "gated_mha": {"n_kv_heads": 2},
     "none": {},
 }

@@ -1,4 +1,5 @@
-"""The shared parts of the recurrent mixers (gated_deltanet, mamba2, short_conv, mamba).
+"""The shared parts of the recurrent mixers (gated_deltanet, mamba2, short_conv, mamba,
+lightning, kimi_delta).
 
 A recurrent mixer keeps, per batch row, a state that summarises every token it has seen:
 the window of its causal convolution and, for the state-space and delta-rule mixers, a
@@ -173,19 +174,26 @@ def chunked_diagonal_scan(
     state: Tensor,
     chunk: int,
     *,
+    beta: Tensor | None = None,
     docs: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """S_t = diag(a_t) S_{t-1} + k_t v_t^T, o_t = S_t^T q_t, with a decay per state row
-    (Mamba's selective scan): log_decay (B, H, T, dk) <= 0, otherwise as `chunked_scan`
-    (no delta rule). Within a chunk, o_t = sum_{s<=t} (sum_n q_tn k_sn e^{g_tn - g_sn}) v_s
-    + (q_t e^{g_t}) S_0: a (C x C x dk) tensor per head, so chunks stay small."""
+    (Mamba's selective scan): log_decay (B, H, T, dk) <= 0, otherwise as `chunked_scan`.
+    Within a chunk, o_t = sum_{s<=t} (sum_n q_tn k_sn e^{g_tn - g_sn}) u_s + (q_t e^{g_t})
+    S_0: a (C x C x dk) tensor per head, so chunks stay small. u = v, or with beta (B, H, T)
+    the channel-wise gated delta rule (Kimi Delta Attention), S_t = (I - b_t k_t k_t^T)
+    diag(a_t) S_{t-1} + b_t k_t v_t^T: u solves (I + A) u = b (v - (k e^g) S_0) with A_ts =
+    b_t sum_n k_tn k_sn e^{g_tn - g_sn} for s < t."""
     B, H, T, dk = k.shape
     pad = -T % chunk
     if pad:  # trailing zero tokens: no write, no decay
         q, k, v, log_decay = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v, log_decay))
+        beta = None if beta is None else F.pad(beta, (0, pad))
         docs = None if docs is None else F.pad(docs, (0, pad), value=-1)
     q, k, v, log_decay, state = (t.float() for t in (q, k, v, log_decay, state))
+    beta = None if beta is None else beta.float()
     lower = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()  # s <= t
+    eye = torch.eye(chunk, device=q.device)
     outs, prev_doc = [], None
     for c in range((T + pad) // chunk):
         part = slice(c * chunk, (c + 1) * chunk)
@@ -203,6 +211,12 @@ def chunked_diagonal_scan(
         decay = diff.masked_fill(~keep[..., None], -torch.inf).exp()
         scores = torch.einsum("bhtn,bhsn,bhtsn->bhts", qc, kc, decay)  # (B, H, C, C)
         start = g.exp() * carry[..., None]  # (B, H, C, dk): e^{g_t}, 0 in a later document
+        if beta is not None:
+            bc = beta[:, :, part, None]  # (B, H, C, 1)
+            kk = torch.einsum("bhtn,bhsn,bhtsn->bhts", kc, kc, decay)  # (B, H, C, C)
+            a = (bc * kk).tril(-1)  # s < t
+            rhs = bc * (vc - (kc * start) @ state)  # (B, H, C, dv)
+            vc = torch.linalg.solve_triangular(eye + a, rhs, upper=False, unitriangular=True)
         outs.append(scores @ vc + (qc * start) @ state)  # (B, H, C, dv)
         last = decay[:, :, -1]  # (B, H, C, dk): e^{g_C - g_s}, same document only
         state = start[:, :, -1, :, None] * state + (kc * last).transpose(-1, -2) @ vc
@@ -210,13 +224,24 @@ def chunked_diagonal_scan(
 
 
 def recurrent_diagonal_scan(
-    q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, state: Tensor
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    log_decay: Tensor,
+    state: Tensor,
+    *,
+    beta: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """`chunked_diagonal_scan`'s recurrence one token at a time (decoding); float32."""
     q, k, v, log_decay, state = (t.float() for t in (q, k, v, log_decay, state))
     outs = []
     for t in range(q.shape[2]):
-        state = log_decay[:, :, t, :, None].exp() * state + k[:, :, t, :, None] * v[:, :, t, None]
+        kt, vt = k[:, :, t, :, None], v[:, :, t, None]  # (B, H, dk, 1), (B, H, 1, dv)
+        state = log_decay[:, :, t, :, None].exp() * state
+        if beta is not None:  # write the error of what the state recalls for k_t
+            recalled = (kt * state).sum(-2, keepdim=True)  # (B, H, 1, dv)
+            vt = beta[:, :, t, None, None].float() * (vt - recalled)
+        state = state + kt * vt
         outs.append((q[:, :, t, :, None] * state).sum(-2))  # (B, H, dv)
     return torch.stack(outs, dim=2), state
 

@@ -21,7 +21,6 @@ MISSING_MECHANISMS = {
     "kimi_linear": "Kimi Delta Attention (a channel-wise gated delta rule) beside MLA",
     "llama4_text": "chunked attention with an L2 QK norm",
     "minicpm3": "muP's embedding, residual and logit scales",
-    "minimax": "lightning attention (linear attention with a per-head decay)",
     "mobilebert": "MobileBERT's bottleneck layers",
     "nllb-moe": "expert capacity",
     "pegasus_x": "staggered blocks with global tokens",

@@ -77,3 +77,4 @@ DT_NORM, B_NORM, C_NORM = (BLOCK + "attention." + p for p in ("dt_norm", "b_norm
 GDN_QKV, GDN_Z, GDN_B, GDN_A = (
     BLOCK + "attention." + p for p in ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")
 )
+OUT_GATE = BLOCK + "attention.out_gate"  # lightning: the sigmoid gate on the normed output
