@@ -1181,6 +1181,32 @@ PUBLISHED["falcon-mamba-7b"] = (  # tiiuae/falcon-mamba-7b, as recalled (its con
     ),
 )
 CAUSAL_LM["FalconMambaConfig"] = "FalconMambaForCausalLM"
+PUBLISHED["falcon-h1-1.5b-deep"] = (  # tiiuae/Falcon-H1-1.5B-Deep-Instruct, as recalled
+    "FalconH1Config",
+    dict(
+        vocab_size=65537,
+        hidden_size=1280,
+        intermediate_size=3072,
+        num_hidden_layers=66,
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        head_dim=128,
+        mamba_d_ssm=1536,
+        mamba_n_heads=24,
+        mamba_d_head=64,
+        mamba_d_state=256,
+        mamba_n_groups=1,
+        mamba_d_conv=4,
+        mamba_chunk_size=256,
+        mamba_rms_norm=False,
+        max_position_embeddings=131072,
+        rms_norm_eps=1e-5,
+        rope_parameters={**ROPE, "rope_theta": 1e11},
+        tie_word_embeddings=False,
+        pad_token_id=0,
+    ),
+)
+CAUSAL_LM["FalconH1Config"] = "FalconH1ForCausalLM"
 PUBLISHED["command-r-35b"] = (  # CohereForAI/c4ai-command-r-v01
     "CohereConfig",
     dict(

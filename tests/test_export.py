@@ -112,6 +112,15 @@ EXTRA = {
         "mamba_n_groups": 2,
         "mamba_chunk_size": 4,
     },
+    "falcon_h1": {  # 4 SSD heads of 8 in 2 groups beside GQA 4/2, chunks of 4
+        "num_key_value_heads": 2,
+        "mamba_d_ssm": 32,
+        "mamba_n_heads": 4,
+        "mamba_d_head": 8,
+        "mamba_d_state": 8,
+        "mamba_n_groups": 2,
+        "mamba_chunk_size": 4,
+    },
     "jamba": {  # attention on layer 1, experts on layer 0
         "num_key_value_heads": 2,
         "attn_layer_period": 2,

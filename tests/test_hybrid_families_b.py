@@ -94,3 +94,95 @@ def test_mamba_families_import_with_transformers_logits(tmp_path, prefix, extra)
     base = getattr(transformers, f"{prefix}Model")(config)
     perturb(base)
     assert_headless_equal(base.eval(), tmp_path)
+
+
+def tiny_falcon_h1(rms_norm: bool, before_gate: bool = True) -> transformers.FalconH1Config:
+    """Two parallel layers: Mamba 2 (4 heads of 8 in 2 groups, state 8, chunks of 4) beside
+    GQA 4/2 of 8-wide heads; every muP multiplier set away from 1."""
+    return transformers.FalconH1Config(
+        vocab_size=V,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        mamba_d_ssm=32,
+        mamba_n_heads=4,
+        mamba_d_head=8,
+        mamba_d_state=8,
+        mamba_n_groups=2,
+        mamba_chunk_size=4,
+        mamba_rms_norm=rms_norm,
+        mamba_norm_before_gate=before_gate,
+        embedding_multiplier=1.5,
+        lm_head_multiplier=0.7,
+        mlp_multipliers=[0.9, 1.2],
+        key_multiplier=0.8,
+        attention_in_multiplier=1.1,
+        attention_out_multiplier=0.9,
+        ssm_in_multiplier=1.2,
+        ssm_out_multiplier=0.8,
+        ssm_multipliers=[1.1, 0.9, 1.2, 0.8, 1.3],
+        max_position_embeddings=64,
+        pad_token_id=0,
+    )
+
+
+@pytest.mark.parametrize("rms_norm, before_gate", [(True, True), (False, True), (True, False)])
+def test_falcon_h1_imports_with_transformers_logits(tmp_path, rms_norm, before_gate):
+    """Attention and Mamba 2 side by side in every layer, with the muP multipliers; the
+    Mamba output normalised before its gate, not at all (the config's default), or after."""
+    config = tiny_falcon_h1(rms_norm, before_gate)
+    ref = transformers.FalconH1ForCausalLM(config)
+    perturb(ref)
+    ref.eval()
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    side = ours.spec.data["attention"]
+    assert [m["kind"] for m in side["mixers"]] == ["mamba2", "mha"]
+    assert (side["input_scales"], side["output_scales"]) == ([1.2, 1.1], [0.8, 0.9])
+    want = {(True, True): "norm_then_gate", (False, True): "none", (True, False): "gate_then_norm"}
+    assert side["mixers"][0]["output_norm"] == want[rms_norm, before_gate]
+    assert_causal_lm_equal(ref, ours)
+    assert_left_padded_equal(ref, ours)
+    if not (rms_norm and before_gate):
+        return  # the other layouts differ only in the Mamba output norm
+    assert_greedy_equal(ref, ours)  # with the cache: keys/values and the state side by side
+    saved = assert_export_round_trip(ref, ours, tmp_path)
+    assert saved["ssm_multipliers"] == [1.1, 0.9, 1.2, 0.8, 1.3]
+    assert abs(saved["key_multiplier"] - 0.8) <= 1e-12
+    base = transformers.FalconH1Model(config)
+    perturb(base)
+    assert_headless_equal(base.eval(), tmp_path)
+
+
+def test_side_by_side_mixers_are_resolved_and_checked_at_their_paths():
+    """Each mixer is resolved like a spec's own component (defaults filled, unknown keys
+    named at attention.mixers.N); a layer needs two mixers and one number per mixer."""
+    base = {
+        "family": "decoder",
+        "vocab_size": V,
+        "d_model": 32,
+        "n_layers": 1,
+        "n_heads": 4,
+        "d_ff": 64,
+        "max_len": 64,
+        "position": "rotary",
+    }
+    side = {"kind": "side_by_side", "mixers": [{"kind": "mamba2", "head_dim": 16}, "mha"]}
+    spec = archzoo.load_spec({**base, "attention": side})
+    mixers = spec.data["attention"]["mixers"]
+    assert mixers[0]["state_size"] == 128 and mixers[1]["kind"] == "mha"
+    assert "n_kv_heads" in mixers[1]  # every default explicit
+    bad = {**side, "mixers": [{"kind": "mamba2", "head_dimm": 16}], "output_scales": [1.0, 2.0]}
+    with pytest.raises(archzoo.SpecError) as err:
+        archzoo.build_model({**base, "attention": bad})
+    message = str(err.value)
+    assert "attention.mixers[0].head_dimm: unknown parameter of attention 'mamba2'" in message
+    with pytest.raises(archzoo.SpecError) as err:
+        archzoo.build_model({**base, "attention": {**side, "output_scales": [1.0]}})
+    assert "attention.output_scales: needs one number per mixer (2), got 1" in str(err.value)
+    wide = {**side, "mixers": [{"kind": "mamba2", "head_dim": 48}, "mha"]}
+    with pytest.raises(archzoo.SpecError) as err:
+        archzoo.build_model({**base, "attention": wide})
+    assert "attention.mixers[0].head_dim: 48 does not divide d_inner 64" in str(err.value)

@@ -18,6 +18,11 @@ SMALL: dict[str, dict] = {
     "block_sparse": {"block": 4, "local_blocks": 1, "global_blocks": 1},
     "longformer": {"window": 6, "global_tokens": [0]},
     "bigbird": {"block": 4, "window_blocks": 1, "global_blocks": 1, "random_blocks": 1},
+    "side_by_side": {  # Falcon-H1's parallel layer: keys/values and a state side by side
+        "mixers": [{"kind": "mamba2", "head_dim": 16, "state_size": 8, "chunk_size": 4}, "mha"],
+        "input_scales": [1.2, 0.9],
+        "output_scales": [0.8, 1.1],
+    },
 }
 PROMPT, NEW = 9, 21
 

@@ -10,10 +10,10 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from ..memory import check_fits
-from ..parts.cache import CrossCache, KVCache, LayerCache, StateCache
+from ..parts.cache import CrossCache, KVCache, LayerCache, PartsCache, StateCache
 from ..parts.costs import kv_cache_values, state_bytes
 from ..parts.input_checks import values_trusted
-from ..parts.interfaces import AttentionContext, Embedding, Position
+from ..parts.interfaces import Attention, AttentionContext, Embedding, Position
 from ..parts.masks import AttentionMask
 from ..parts.outputs import StackRecord
 from .documents import document_positions
@@ -201,26 +201,32 @@ class Stack(nn.Module):
                 f"a KV cache of {batch} rows by {capacity} tokens",
                 "ask for a smaller batch or capacity",
             )
-        layers: list[LayerCache | StateCache] = []
-        for i in self.layer_map:
-            attention = self.blocks[i].attention
-            state = attention.state_shapes()
-            if state is not None:  # a recurrent mixer: its state instead of keys and values
-                layers.append(StateCache(state, batch, dtype=ref.dtype, device=ref.device))
-                continue
-            (n_kv, head_dim), values, window = attention.cache_shapes()
-            size = capacity if window is None else min(capacity, window)
-            layers.append(
-                LayerCache(
-                    batch,
-                    n_kv,
-                    head_dim,
-                    size,
-                    window=window,
-                    dtype=ref.dtype,
-                    device=ref.device,
-                    value_shape=values,
-                )
-            )
+        layers = [
+            layer_cache(self.blocks[i].attention, batch, capacity, ref) for i in self.layer_map
+        ]
         crosses = [CrossCache() for _ in self.layer_map] if cross else None
         return KVCache(layers, crosses, batch=batch, capacity=capacity, device=ref.device)
+
+
+def layer_cache(
+    attention: Attention, batch: int, capacity: int, ref: Tensor
+) -> LayerCache | StateCache | PartsCache:
+    """One layer's empty cache: its mixers' side by side, a recurrent state, or keys and values."""
+    parts = attention.cache_parts()
+    if parts:
+        return PartsCache([layer_cache(p, batch, capacity, ref) for p in parts])
+    state = attention.state_shapes()
+    if state is not None:  # a recurrent mixer: its state instead of keys and values
+        return StateCache(state, batch, dtype=ref.dtype, device=ref.device)
+    (n_kv, head_dim), values, window = attention.cache_shapes()
+    size = capacity if window is None else min(capacity, window)
+    return LayerCache(
+        batch,
+        n_kv,
+        head_dim,
+        size,
+        window=window,
+        dtype=ref.dtype,
+        device=ref.device,
+        value_shape=values,
+    )

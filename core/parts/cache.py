@@ -1,7 +1,8 @@
 """Static caches for incremental decoding, allocated once and written in place: keys and
 values of an attention layer (`LayerCache`), or the recurrent state of a mixer layer
-(`StateCache`: a convolution window and an SSM or delta-rule state), one per layer of a
-stack's `KVCache`."""
+(`StateCache`: a convolution window and an SSM or delta-rule state), or both side by side
+for a layer whose mixers run in parallel (`PartsCache`), one per layer of a stack's
+`KVCache`."""
 
 from __future__ import annotations
 
@@ -139,6 +140,30 @@ class StateCache:
         return sum(t.numel() * t.element_size() for t in self.tensors.values())
 
 
+class PartsCache:
+    """The caches of a layer whose token mixers run side by side (`Attention.cache_parts`):
+    one LayerCache or StateCache per mixer, in the mixers' order."""
+
+    def __init__(self, parts: list[LayerCache | StateCache | PartsCache]) -> None:
+        self.parts = parts
+
+    def reset(self) -> None:
+        for part in self.parts:
+            part.reset()
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep batch rows `index` in every part (beam search)."""
+        for part in self.parts:
+            part.reorder(index)
+
+    def buffer(self) -> Tensor:
+        """A tensor in the dtype and on the device the cache was made for (its first part's)."""
+        return self.parts[0].buffer()
+
+    def memory_bytes(self) -> int:
+        return sum(part.memory_bytes() for part in self.parts)
+
+
 class CrossCache:
     """Cross-attention keys/values, computed from the encoder output once per generation."""
 
@@ -153,11 +178,11 @@ class CrossCache:
 
 class KVCache:
     """Every layer's cache for one stack (a LayerCache or, for a recurrent mixer, a
-    StateCache), plus the positions and padding of cached tokens."""
+    StateCache, or a PartsCache of both), plus the positions and padding of cached tokens."""
 
     def __init__(
         self,
-        layers: list[LayerCache | StateCache],
+        layers: list[LayerCache | StateCache | PartsCache],
         cross: list[CrossCache] | None,
         *,
         batch: int,

@@ -43,15 +43,21 @@ def kv_cache_values(stack: Any, context: int) -> float | None:
     """Cached numbers per token of a decoding stack at `context`; None if it cannot cache."""
     total = 0.0
     for i in stack.layer_map:
-        attention = stack.blocks[i].attention
-        if not attention.capabilities.kv_cache:
+        if not stack.blocks[i].attention.capabilities.kv_cache:
             return None
-        if attention.state_shapes() is not None:  # a recurrent state: state_bytes, not per token
-            continue
-        width, window = attention.cache_width()
-        kept = context if window is None else min(window, context)
-        total += width * kept / context
+        for attention in cached_mixers(stack.blocks[i].attention):
+            if attention.state_shapes() is not None:  # a recurrent state: state_bytes
+                continue
+            width, window = attention.cache_width()
+            kept = context if window is None else min(window, context)
+            total += width * kept / context
     return total
+
+
+def cached_mixers(attention: Any) -> list[Any]:
+    """The mixers of a layer that keep a cache: the layer itself, or its side-by-side parts."""
+    parts = attention.cache_parts()
+    return [m for p in parts for m in cached_mixers(p)] if parts else [attention]
 
 
 def state_bytes(stack: Any, value_size: int) -> list[int]:
@@ -59,11 +65,11 @@ def state_bytes(stack: Any, value_size: int) -> list[int]:
     keys and values), with `value_size` bytes per value of the model's own dtype."""
     out = []
     for i in stack.layer_map:
-        shapes = stack.blocks[i].attention.state_shapes() or {}
         total = 0
-        for shape, dtype in shapes.values():
-            size = value_size if dtype is None else dtype.itemsize
-            total += math.prod(shape) * size
+        for attention in cached_mixers(stack.blocks[i].attention):
+            for shape, dtype in (attention.state_shapes() or {}).values():
+                size = value_size if dtype is None else dtype.itemsize
+                total += math.prod(shape) * size
         out.append(total)
     return out
 

@@ -224,6 +224,11 @@ class Attention(Component):
         caches keys and values (`cache_shapes`)."""
         return None
 
+    def cache_parts(self) -> tuple[Attention, ...]:
+        """The mixers this layer runs side by side, each caching its own way (a PartsCache
+        of their caches); () for a layer that caches as itself."""
+        return ()
+
     def cache_width(self) -> tuple[int, int | None]:
         """(numbers cached per token, window or None); a latent attention reports its latent."""
         (hk, dk), (hv, dv), window = self.cache_shapes()

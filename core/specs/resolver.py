@@ -147,7 +147,9 @@ class _Resolver:
                     closest(key, fields),
                 )
         for fname, f in fields.items():
-            if fname in value:
+            if fname in value and f.metadata.get("components"):  # a list of components
+                out[fname] = self.nested(f.metadata["components"], value[fname], path + (fname,))
+            elif fname in value:
                 given = read_number(value[fname], hints[fname])
                 err = check_value(given, hints[fname], dict(f.metadata))
                 if err:
@@ -158,6 +160,13 @@ class _Resolver:
                     f.default if f.default is not dataclasses.MISSING else f.default_factory()
                 )
         return out
+
+    def nested(self, kind: str, value: Any, path: tuple) -> list[Any]:
+        """A parameter holding components of `kind` (a list), each resolved as a spec's own."""
+        if not isinstance(value, list):
+            self.issue(path, f"must be a list of {kind} components, got {value!r}")
+            return []
+        return [self.component(kind, v, path + (i,)) for i, v in enumerate(value)]
 
     def components(self, data: dict, base: dict | None, path: tuple, keys: tuple[str, ...]) -> dict:
         out = {}

@@ -5,13 +5,15 @@ head. x, B and C pass a short causal convolution and SiLU; dt = softplus(dt + dt
 Each head keeps a (N x P) state h with a scalar decay: h_t = exp(dt_t A) h_{t-1} +
 dt_t B_t x_t^T, y_t = h_t^T C_t + D x_t, A = -exp(A_log). B and C are shared by the heads
 of a group. The output is normalised by an RMSNorm of y * silu(z) (per group), then
-projected. Positions are not applied: the recurrence orders the tokens.
+projected (`output_norm`: Falcon-H1 normalises y before the gate, or not at all). muP
+multipliers (Falcon-H1) scale each part of the in-projection's output.
+Positions are not applied: the recurrence orders the tokens.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -34,12 +36,22 @@ class Mamba2(Attention, name="mamba2", bidirectional=False, accepts_bias=False, 
         conv_kernel: int = param(4, "width of the causal depthwise convolution over x, B, C", min=1)
         conv_bias: bool = param(True, "bias on the convolution")
         bias: bool = param(False, "biases on the input and output projections")
+        out_bias: bool | None = param(
+            None, "bias on the output projection (null: as bias)", null="bias"
+        )
         chunk_size: int = param(
             256, "tokens per chunk of the chunked (prefill, training) form", min=1
         )
         norm_eps: float = param(1.0e-5, "epsilon of the gated RMSNorm", gt=0.0)
         dt_min: float = param(0.0, "dt is clamped to at least this after the softplus", min=0.0)
         dt_max: float | None = param(None, "dt is clamped to at most this (null: no bound)", gt=0.0)
+        output_norm: Literal["gate_then_norm", "norm_then_gate", "none"] = param(
+            "gate_then_norm",
+            "the output's RMSNorm: of y * silu(z), of y then times silu(z), or none (y * silu(z))",
+        )
+        projection_scales: list[float] | None = param(
+            None, "multiply the projection's z, x, B, C and dt parts by these (muP; null: 1 each)"
+        )
 
     def __init__(self, cfg: Any, dims: Any, **parts: Any) -> None:
         super().__init__(cfg, dims)
@@ -55,13 +67,22 @@ class Mamba2(Attention, name="mamba2", bidirectional=False, accepts_bias=False, 
         self.dt_bias = nn.Parameter(torch.empty(self.n_heads))
         self.D = nn.Parameter(torch.empty(self.n_heads))
         group = self.d_inner // cfg.n_groups
-        self.norm = GatedRMSNorm(self.d_inner, cfg.norm_eps, norm_first=False, group=group)
-        self.out_proj = nn.Linear(self.d_inner, d, bias=cfg.bias)
+        if cfg.output_norm != "none":
+            first = cfg.output_norm == "norm_then_gate"
+            self.norm = GatedRMSNorm(self.d_inner, cfg.norm_eps, norm_first=first, group=group)
+        out_bias = cfg.bias if cfg.out_bias is None else cfg.out_bias
+        self.out_proj = nn.Linear(self.d_inner, d, bias=out_bias)
+        scales = cfg.projection_scales
+        # muP multipliers of the projection's z, x, B, C and dt parts; None: all 1
+        self.part_scales = None if scales is None or all(v == 1.0 for v in scales) else scales
 
     @classmethod
     def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
         d_inner = cfg.d_inner or 2 * dims.d_model
         issues = []
+        if cfg.projection_scales is not None and len(cfg.projection_scales) != 5:
+            got = len(cfg.projection_scales)
+            issues.append(("projection_scales", f"needs 5 numbers (z, x, B, C, dt), got {got}"))
         if d_inner % cfg.head_dim:
             issues.append(("head_dim", f"{cfg.head_dim} does not divide d_inner {d_inner}"))
         elif (d_inner // cfg.head_dim) % cfg.n_groups:
@@ -95,6 +116,11 @@ class Mamba2(Attention, name="mamba2", bidirectional=False, accepts_bias=False, 
         valid, docs = token_flags(ctx, B)
         cache = ctx.cache
         z, xbc, dt = self.in_proj(x).split([self.d_inner, self.conv_dim, H], dim=-1)
+        if self.part_scales is not None:
+            sz, sx, sb, sc, sdt = self.part_scales
+            parts = xbc.split([self.d_inner, self.bc_dim, self.bc_dim], dim=-1)
+            xbc = torch.cat([parts[0] * sx, parts[1] * sb, parts[2] * sc], dim=-1)
+            z, dt = z * sz, dt * sdt
         if valid is not None:  # padding contributes nothing to the window or the state
             xbc = xbc * valid[..., None].to(xbc.dtype)
         window = None if cache is None else cache.tensors["conv"]
@@ -117,4 +143,6 @@ class Mamba2(Attention, name="mamba2", bidirectional=False, accepts_bias=False, 
             cache.tensors["ssm"].copy_(state)
         y = y + self.D.float()[:, None, None] * xs
         y = y.transpose(1, 2).reshape(B, T, self.d_inner)  # (B, T, H*P)
+        if self.cfg.output_norm == "none":
+            return self.out_proj((y * F.silu(z.float())).to(x.dtype))
         return self.out_proj(self.norm(y.to(x.dtype), z))

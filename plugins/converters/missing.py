@@ -13,7 +13,6 @@ MISSING_MECHANISMS = {
     "diffllama": "differential attention",
     "ernie": "task-type embeddings",
     "esm": "ESM's token-dropout scaling",
-    "falcon_h1": "attention and a Mamba 2 mixer side by side in one layer (Falcon-H1's parallel hybrid)",
     "fsmt": "separate source and target vocabularies",
     "funnel": "Funnel's sequence pooling between blocks",
     "granitemoehybrid": "GraniteMoE's fused experts (input_linear / output_linear) beside a shared MLP",

@@ -31,6 +31,10 @@ class GLUFeedForward(FeedForward, name="glu"):
         )
         bias: bool = param(False, "biases on the three projections")
         inner_dropout: float = param(0.0, "dropout on the gated product", min=0.0, lt=1.0)
+        gate_scale: float = param(
+            1.0, "multiply the gate projection by this before the activation (muP)"
+        )
+        output_scale: float = param(1.0, "multiply the output by this (muP)")
 
     def __init__(self, cfg: Any, dims: Any) -> None:
         super().__init__(cfg, dims)
@@ -41,5 +45,9 @@ class GLUFeedForward(FeedForward, name="glu"):
         self.dropout = nn.Dropout(cfg.inner_dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        h = self.act(self.gate(x)) * self.up(x)  # (B, T, d_ff)
-        return self.down(self.dropout(h) if self.dropout.training else h)
+        gate = self.gate(x)
+        if self.cfg.gate_scale != 1.0:
+            gate = gate * self.cfg.gate_scale
+        h = self.act(gate) * self.up(x)  # (B, T, d_ff)
+        out = self.down(self.dropout(h) if self.dropout.training else h)
+        return out if self.cfg.output_scale == 1.0 else out * self.cfg.output_scale
