@@ -1547,3 +1547,175 @@ PUBLISHED["minimax-text-01"] = (
     ),
 )
 CAUSAL_LM["MiniMaxConfig"] = "MiniMaxForCausalLM"
+# Issue 33's long-tail decoders. Where the config class's defaults are its documented
+# checkpoint's sizes, they are used as such ({}: transformers' defaults); the others are
+# typed as recalled from the model card's config.json, not checked against the file.
+PUBLISHED["hunyuan-7b"] = ("HunYuanDenseV1Config", dict(head_dim=128))  # Hunyuan-7B defaults
+CAUSAL_LM["HunYuanDenseV1Config"] = "HunYuanDenseV1ForCausalLM"
+PUBLISHED["olmo3-7b"] = ("Olmo3Config", {})  # its docstring's allenai/Olmo-3-7B-Instruct
+CAUSAL_LM["Olmo3Config"] = "Olmo3ForCausalLM"
+PUBLISHED["codegen-350m-mono"] = (  # Salesforce/codegen-350M-mono, as recalled
+    "CodeGenConfig",
+    dict(
+        vocab_size=51200,
+        n_embd=1024,
+        n_layer=20,
+        n_head=16,
+        rotary_dim=32,
+        n_positions=2048,
+        n_ctx=2048,
+        activation_function="gelu_new",
+        tie_word_embeddings=False,
+        bos_token_id=1,
+        eos_token_id=50256,
+    ),
+)
+CAUSAL_LM["CodeGenConfig"] = "CodeGenForCausalLM"
+PUBLISHED["persimmon-8b"] = ("PersimmonConfig", {})  # its docstring's adept/persimmon-8b-base
+CAUSAL_LM["PersimmonConfig"] = "PersimmonForCausalLM"
+PUBLISHED["exaone-4.0-32b"] = (  # LGAI-EXAONE/EXAONE-4.0-32B, as recalled
+    "Exaone4Config",
+    dict(
+        vocab_size=102400,
+        hidden_size=5120,
+        intermediate_size=27392,
+        num_hidden_layers=64,
+        num_attention_heads=40,
+        num_key_value_heads=8,
+        head_dim=128,
+        max_position_embeddings=131072,
+        rms_norm_eps=1e-5,
+        sliding_window=4096,
+        layer_types=[
+            "full_attention" if (i + 1) % 4 == 0 else "sliding_attention" for i in range(64)
+        ],
+        rope_parameters={
+            "rope_type": "llama3",
+            "rope_theta": 1000000.0,
+            "factor": 16.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+        },
+        tie_word_embeddings=False,
+    ),
+)
+CAUSAL_LM["Exaone4Config"] = "Exaone4ForCausalLM"
+PUBLISHED["nanochat-d32"] = (  # karpathy/nanochat-d32, as recalled (depth 32, width 64 x 32)
+    "NanoChatConfig",
+    dict(
+        vocab_size=65536,
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=32,
+        num_attention_heads=16,
+        num_key_value_heads=16,
+        max_position_embeddings=2048,
+    ),
+)
+CAUSAL_LM["NanoChatConfig"] = "NanoChatForCausalLM"
+PUBLISHED["minicpm3-4b"] = ("MiniCPM3Config", {})  # its docstring's openbmb/MiniCPM3-4B
+CAUSAL_LM["MiniCPM3Config"] = "MiniCPM3ForCausalLM"
+PUBLISHED["apertus-8b"] = ("ApertusConfig", {})  # its docstring's swiss-ai/Apertus-8B
+CAUSAL_LM["ApertusConfig"] = "ApertusForCausalLM"
+PUBLISHED["glm-4.5-air"] = ("Glm4MoeConfig", dict(head_dim=128))  # defaults: zai-org/GLM-4.5-Air
+CAUSAL_LM["Glm4MoeConfig"] = "Glm4MoeForCausalLM"
+PUBLISHED["dots-llm1"] = (  # rednote-hilab/dots.llm1.base, as recalled
+    "Dots1Config",
+    dict(
+        vocab_size=152064,
+        hidden_size=4096,
+        intermediate_size=10944,
+        moe_intermediate_size=1408,
+        num_hidden_layers=62,
+        num_attention_heads=32,
+        num_key_value_heads=32,
+        n_routed_experts=128,
+        num_experts_per_tok=6,
+        n_shared_experts=2,
+        first_k_dense_replace=1,
+        routed_scaling_factor=2.5,
+        norm_topk_prob=True,
+        max_position_embeddings=32768,
+        rope_parameters={**ROPE, "rope_theta": 10000000.0},
+        sliding_window=None,
+    ),
+)
+CAUSAL_LM["Dots1Config"] = "Dots1ForCausalLM"
+PUBLISHED["hunyuan-a13b"] = (  # tencent/Hunyuan-A13B-Instruct, as recalled
+    "HunYuanMoEV1Config",
+    dict(
+        vocab_size=128167,
+        hidden_size=4096,
+        intermediate_size=3072,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        num_experts=64,
+        moe_topk=8,
+        max_position_embeddings=32768,
+    ),
+)
+CAUSAL_LM["HunYuanMoEV1Config"] = "HunYuanMoEV1ForCausalLM"
+PUBLISHED["ernie-4.5-21b-a3b"] = ("Ernie4_5_MoeConfig", {})  # its defaults: ERNIE-4.5-21B-A3B
+CAUSAL_LM["Ernie4_5_MoeConfig"] = "Ernie4_5_MoeForCausalLM"
+PUBLISHED["deepseek-v2-lite"] = (  # deepseek-ai/DeepSeek-V2-Lite, as recalled
+    "DeepseekV2Config",
+    dict(
+        vocab_size=102400,
+        hidden_size=2048,
+        intermediate_size=10944,
+        moe_intermediate_size=1408,
+        num_hidden_layers=27,
+        num_attention_heads=16,
+        num_key_value_heads=16,
+        q_lora_rank=None,
+        kv_lora_rank=512,
+        qk_nope_head_dim=128,
+        qk_rope_head_dim=64,
+        v_head_dim=128,
+        n_routed_experts=64,
+        num_experts_per_tok=6,
+        n_shared_experts=2,
+        first_k_dense_replace=1,
+        max_position_embeddings=163840,
+    ),
+)
+CAUSAL_LM["DeepseekV2Config"] = "DeepseekV2ForCausalLM"
+PUBLISHED["minimax-m2"] = ("MiniMaxM2Config", {})  # its defaults: MiniMaxAI/MiniMax-M2
+CAUSAL_LM["MiniMaxM2Config"] = "MiniMaxM2ForCausalLM"
+PUBLISHED["ettin-decoder-150m"] = ("ModernBertDecoderConfig", {})  # its defaults (Ettin 150M)
+CAUSAL_LM["ModernBertDecoderConfig"] = "ModernBertDecoderForCausalLM"
+PUBLISHED["phi-3.5-moe"] = (  # microsoft/Phi-3.5-MoE-instruct, as recalled; LongRoPE left out
+    "PhimoeConfig",
+    dict(
+        vocab_size=32064,
+        hidden_size=4096,
+        intermediate_size=6400,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        num_local_experts=16,
+        num_experts_per_tok=2,
+        max_position_embeddings=131072,
+        attention_bias=True,
+        lm_head_bias=True,
+        rope_parameters={**ROPE, "rope_theta": 10000.0},
+    ),
+)
+CAUSAL_LM["PhimoeConfig"] = "PhimoeForCausalLM"
+PUBLISHED["dbrx-132b"] = (  # databricks/dbrx-base, as recalled
+    "DbrxConfig",
+    dict(
+        vocab_size=100352,
+        d_model=6144,
+        n_heads=48,
+        n_layers=40,
+        max_seq_len=32768,
+        attn_config={"kv_n_heads": 8, "clip_qkv": 8.0, "rope_theta": 500000.0},
+        ffn_config={"ffn_hidden_size": 10752, "moe_num_experts": 16, "moe_top_k": 4},
+        rope_parameters={**ROPE, "rope_theta": 500000.0},
+    ),
+)
+CAUSAL_LM["DbrxConfig"] = "DbrxForCausalLM"

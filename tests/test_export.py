@@ -178,6 +178,27 @@ EXTRA = {
             "mscale_all_dim": 1.0,
         },
     },
+    # issue 33's long-tail decoders: a sliding and a full layer, small latents and experts
+    "olmo3": {"sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]},
+    "exaone4": {"sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]},
+    "codegen": {"rotary_dim": 4},
+    "modernbert-decoder": {"local_attention": 8},
+    "minicpm3": {"kv_lora_rank": 16, "q_lora_rank": 24, "qk_nope_head_dim": 8},
+    "deepseek_v2": {"kv_lora_rank": 16, "q_lora_rank": 24, "qk_nope_head_dim": 8, "v_head_dim": 8},
+    "dots1": {
+        "n_shared_experts": 1,
+        "first_k_dense_replace": 1,
+        "sliding_window": 4,
+        "layer_types": ["full_attention", "sliding_attention"],
+    },
+    "glm4_moe": {"use_qk_norm": True, "attention_bias": True},
+    "hunyuan_v1_moe": {"num_experts": 4, "moe_topk": 2},
+    "ernie4_5_moe": {"moe_num_shared_experts": 1},
+    "minimax_m2": {"rotary_dim": 4},
+    "dbrx": {
+        "attn_config": {"kv_n_heads": 2, "clip_qkv": 1.0, "rope_theta": 10000.0},
+        "ffn_config": {"ffn_hidden_size": 16, "moe_num_experts": 4, "moe_top_k": 2},
+    },
 }
 SPECIAL_IDS = {
     "pad_token_id": 0,

@@ -269,16 +269,25 @@ HF_COUNTERPARTS["electra-base-discriminator"] = Counterpart(
     )
 )
 
+# frozen HF parameters that archzoo keeps as buffers, by config class
+FROZEN = {
+    "Ernie4_5_MoeConfig": (
+        ("moe_statics",),
+        "the experts' choice bias: a parameter without gradient there, a buffer here",
+    ),
+}
+
 # zoo specs typed from their published configs (tests/published_configs.py)
 for _name, (_config, _kwargs) in PUBLISHED.items():
     _frozen = _config in ("MarianConfig", "PegasusConfig")  # saved sinusoidal tables
+    _exclude, _why = FROZEN.get(_config, (MARIAN_EXCLUDE, MARIAN_WHY) if _frozen else ((), ""))
     HF_COUNTERPARTS[_name] = Counterpart(
         lambda c=_config, k=_kwargs: (
             getattr(transformers, CAUSAL_LM[c]),
             getattr(transformers, c)(**k),
         ),
-        MARIAN_EXCLUDE if _frozen else (),
-        MARIAN_WHY if _frozen else "",
+        _exclude,
+        _why,
     )
 
 # Zoo specs with no transformers class of the same architecture, each with the reason.

@@ -71,6 +71,11 @@ class AttentionTemplate(KernelRunner, Attention):
         """The layer's own `Scoring` terms: scale, softcap, sinks, broadcast_kv."""
         return {}
 
+    def after_position(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        """q (B, H, T, hd) and k (B, Hkv, T, hd) after the position's rotation, before the
+        cache: a layer that normalises them there (qk_norm_after_position) does it here."""
+        return q, k
+
     def pattern(self, length: int, device: Any, ctx: AttentionContext) -> Pattern | None:
         """A sparse pattern over `length` keys, or None for dense attention."""
         return None
@@ -97,6 +102,7 @@ class AttentionTemplate(KernelRunner, Attention):
         q, k, v = self.project_qkv(x)
         if ctx.position is not None and self.uses_position:
             q, k = ctx.position.rotate(ctx.position_state, q, k)
+        q, k = self.after_position(q, k)
         if ctx.cache is not None:
             k, v = ctx.cache.append(k, v)
         return q, k, v

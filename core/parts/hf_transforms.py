@@ -132,6 +132,30 @@ class KVGrouped(Transform):
         return [torch.cat(groups, dim=1).reshape(-1, *rest)]  # (Hkv (r + 2) hd, ...)
 
 
+@dataclass(frozen=True)
+class Sharded(Transform):
+    """Fused rows saved in `shards` model-parallel blocks, each holding its share of every
+    part in HF's `order` (CodeGen: 4 shards of [q | v | k]) <-> archzoo's [q | k | v] blocks;
+    `order[j]` is the archzoo part at place j of a shard."""
+
+    shards: int = 4
+    order: tuple[int, ...] = (0, 2, 1)
+
+    def forward(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        t, n = ts[0], len(self.order)
+        rest = t.shape[1:]
+        t = t.reshape(self.shards, n, t.shape[0] // (self.shards * n), *rest)  # (S, n, E/S, ..)
+        parts = [t[:, self.order.index(p)].reshape(-1, *rest) for p in range(n)]  # (E, ...)
+        return [torch.cat(parts)]  # (n E, ...)
+
+    def inverse(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        t, n = ts[0], len(self.order)
+        rest = t.shape[1:]
+        t = t.reshape(n, self.shards, t.shape[0] // (self.shards * n), *rest)  # (n, S, E/S, ..)
+        hf = t[list(self.order)]  # (n, S, E/S, ...): place j holds archzoo part order[j]
+        return [hf.transpose(0, 1).reshape(-1, *rest)]  # (S n E/S, ...)
+
+
 class RotaryInterleaved(Transform):
     """q/k rows rotated in adjacent pairs (x0, x1), (x2, x3) (Meta's layout) <-> rotate-half
     order (first half, second half of each head), the layout archzoo's rotary uses."""
@@ -153,6 +177,21 @@ class RotaryInterleaved(Transform):
         return [t.transpose(1, 2).reshape(-1, *rest)]  # (H * hd, ...)
 
 
+class HalvesSwapped(Transform):
+    """q/k rows whose heads rotate the other way (NanoChat's rotate_half: [x2, -x1], a
+    rotation by -angle) <-> each head's two halves swapped, which archzoo's rotary turns by
+    +angle: swap . R(a) . swap = R(-a), and scores are unchanged by a permutation of the
+    features both q and k share. Its own inverse."""
+
+    def forward(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        t, hd = ts[0], RotaryInterleaved._head_dim(ctx)
+        rest = t.shape[1:]
+        t = t.reshape(t.shape[0] // hd, 2, hd // 2, *rest)  # (H, 2, hd/2, ...)
+        return [t.flip(1).reshape(-1, *rest)]  # (H * hd, ...)
+
+    inverse = forward
+
+
 class Deinterleave(Transform):
     """Last dim alternating [a0, b0, a1, b1, ...] (GPT-OSS's fused expert gate/up) <->
     halves [a0, a1, ... | b0, b1, ...] (archzoo's [gate | up])."""
@@ -165,6 +204,33 @@ class Deinterleave(Transform):
         t = ts[0]
         halves = t.reshape(*t.shape[:-1], 2, t.shape[-1] // 2)  # (..., 2, F)
         return [halves.transpose(-1, -2).reshape(t.shape)]  # (..., F, 2) -> (..., 2F)
+
+
+@dataclass(frozen=True)
+class ExpertRows(Transform):
+    """Experts saved as (E * F, D) row blocks (DBRX: w1 gate and v1 up, or w2 down, expert e
+    in rows e*F..) <-> archzoo's stacked (E, D, 2F) [gate | up] (two HF tensors) or the
+    (E, F, D) down projection (one)."""
+
+    n: int = 1
+
+    @property
+    def n_hf(self) -> int:  # type: ignore[override]
+        return self.n
+
+    def forward(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        E = ctx["ffn"]["n_experts"]
+        views = [t.reshape(E, t.shape[0] // E, t.shape[-1]) for t in ts]  # (E, F, D) each
+        if len(views) == 1:
+            return views
+        return [torch.cat(views, dim=1).transpose(1, 2)]  # (E, 2F, D) -> (E, D, 2F)
+
+    def inverse(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        t = ts[0]
+        if self.n == 1:
+            return [t.reshape(-1, t.shape[-1])]  # (E F, D)
+        parts = t.transpose(1, 2).chunk(2, dim=1)  # (E, F, D) each
+        return [p.reshape(-1, p.shape[-1]) for p in parts]
 
 
 class Flatten(Transform):
@@ -233,7 +299,10 @@ def named(name: str | None, n_hf: int, n_zoo: int) -> Transform:
         "split": lambda: Reversed(Fuse(n_zoo)),
         "heads_interleaved": HeadsInterleaved,
         "kv_grouped": KVGrouped,
+        "shards_qvk": Sharded,  # CodeGen's 4 shards of [q | v | k]
+        "expert_rows": lambda: ExpertRows(n_hf),  # DBRX's (E F, D) expert blocks
         "rotary_interleaved": RotaryInterleaved,
+        "halves_swapped": HalvesSwapped,
         "flatten": Flatten,
         "deinterleave": Deinterleave,
         "compose": Compose,

@@ -51,6 +51,10 @@ class ProjectionConfig:
         "of its own (StableLM) or whole (OLMo 2)",
     )
     qk_norm_bias: bool = param(True, "q/k norms shift too when the norm has a bias")
+    qk_norm_after_position: bool = param(
+        False,
+        "apply the per-head q/k norm after the position's rotation, not before it (HunYuan)",
+    )
     qkv_clamp: float | None = param(
         None, "clamp the q, k and v projections to [-c, c] (MPT's clip_qkv)", gt=0.0
     )
@@ -73,6 +77,9 @@ def projection_issues(cfg: Any, dims: Any) -> list[tuple[str, str]]:
     if cfg.n_kv_heads is not None and dims.n_heads % cfg.n_kv_heads:
         problem = f"n_heads {dims.n_heads} is not divisible by n_kv_heads {cfg.n_kv_heads}"
         return [("n_kv_heads", problem)]
+    if cfg.qk_norm_after_position and cfg.qk_norm not in ("head", "each_head"):
+        problem = f"needs a per-head qk_norm ('head' or 'each_head'), not {cfg.qk_norm!r}"
+        return [("qk_norm_after_position", problem)]
     return []
 
 
@@ -157,7 +164,8 @@ class Projections:
         return self._heads(k, self.n_kv), self._heads(v, self.n_kv)
 
     def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """q (B, H, T, hd), k and v (B, Hkv, T, hd) of the new tokens, q/k normed."""
+        """q (B, H, T, hd), k and v (B, Hkv, T, hd) of the new tokens, q/k normed (unless
+        the norm comes after the position: `after_position`)."""
         norm = self.cfg.qk_norm
         if "qkv" in self._modules and norm != "full":  # heads straight from the fused output
             B, T, _ = x.shape
@@ -175,6 +183,15 @@ class Projections:
                 q, k = self.q_norm(q), self.k_norm(k)
             q, k = self._heads(q, self.n_heads), self._heads(k, self.n_kv)
             v = self._heads(v, self.n_kv)
+        if self.cfg.qk_norm_after_position:
+            return q, k, v  # normed (and q scaled) by after_position
         if norm in ("head", "each_head"):  # each head's hd features: (B, H, T, hd)
             q, k = self.q_norm(q), self.k_norm(k)
         return self._scale_query(q), k, v
+
+    def after_position(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        """The template's step between the position and the cache: the per-head q/k norm
+        of `qk_norm_after_position` on rotated q (B, H, T, hd) and k (B, Hkv, T, hd)."""
+        if not self.cfg.qk_norm_after_position or self.q_norm is None:
+            return q, k
+        return self._scale_query(self.q_norm(q)), self.k_norm(k)

@@ -7,7 +7,6 @@ from __future__ import annotations
 MULTIPLIERS = "embedding, residual, attention and logit multipliers"
 
 MISSING_MECHANISMS = {
-    "apertus": "the xIELU activation",
     "bitnet": "BitNet's inner norms over unpacked ternary weights",
     "convbert": "ConvBERT's span-based dynamic convolution",
     "diffllama": "differential attention",
@@ -19,11 +18,9 @@ MISSING_MECHANISMS = {
     "jetmoe": "a mixture of attention heads",
     "kimi_linear": "Kimi Delta Attention (a channel-wise gated delta rule) beside MLA",
     "llama4_text": "chunked attention with an L2 QK norm",
-    "minicpm3": "muP's embedding, residual and logit scales",
     "mobilebert": "MobileBERT's bottleneck layers",
     "nllb-moe": "expert capacity",
     "pegasus_x": "staggered blocks with global tokens",
-    "phimoe": "the sparsemixer router",
     "prophetnet": "ProphetNet's n-stream decoder",
     "rembert": "RemBERT's wider output embedding",
     "squeezebert": "grouped convolutions",

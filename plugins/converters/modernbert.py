@@ -104,6 +104,8 @@ class ModernBertConverter(
             fields=(*POOLER, DROPOUT, POOLING),
         ),
     }
+    window_beyond_half = 1  # archzoo's window: local_attention // 2 + this
+
     tensors = table(
         """
         embeddings.tok_embeddings           WORD
@@ -134,7 +136,8 @@ class ModernBertConverter(
             "sliding_attention" if i % every else "full_attention" for i in range(n)
         ]
         # HF keeps |q - k| <= local_attention // 2; archzoo's bidirectional window |q - k| < w
-        window = int(get(config, "local_attention", 128)) // 2 + 1
+        # (a causal one, the decoder's: q - k < local_attention // 2)
+        window = int(get(config, "local_attention", 128)) // 2 + self.window_beyond_half
         local = {"kind": "rotary", **config_defaults(RotaryPosition), **local, **ROTATE}
         types = {**config, "layer_types": kinds, "sliding_window": window}
         sliding_layers(spec, types, every, local_position=local)
@@ -144,8 +147,8 @@ class ModernBertConverter(
         """`layer_types`, `local_attention` and each layer type's rotary parameters."""
         sliding_config(config, spec)
         window = config.pop("sliding_window")  # ModernBertConfig reads it as a half window
-        config["local_attention"] = 2 * (window - 1) if window else 128
-        layers = layer_components(stack_config(dict(spec), "encoder"))
+        config["local_attention"] = 2 * (window - self.window_beyond_half) if window else 128
+        layers = layer_components(stack_config(dict(spec), self.family))
         by_type = dict(zip(config["layer_types"], (c["position"] for c in layers), strict=True))
         config["rope_parameters"] = {
             kind: rope_config(position).get("rope_parameters") for kind, position in by_type.items()

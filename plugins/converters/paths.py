@@ -31,6 +31,10 @@ CROSS_Q, CROSS_K, CROSS_V, CROSS_OUT = (
     BLOCK + "cross_attention." + p for p in ("q", "k", "v", "out")
 )
 FC_IN, FC_OUT = BLOCK + "ffn.fc_in", BLOCK + "ffn.fc_out"  # mlp
+# mlp activation xielu: its learned scalars and constant buffers
+XIELU_ALPHA_P, XIELU_ALPHA_N, XIELU_BETA, XIELU_EPS = (
+    BLOCK + "ffn.act." + p for p in ("alpha_p", "alpha_n", "beta", "eps")
+)
 GATE, UP, DOWN = BLOCK + "ffn.gate", BLOCK + "ffn.up", BLOCK + "ffn.down"  # glu
 Q_NORM, K_NORM = BLOCK + "attention.q_norm", BLOCK + "attention.k_norm"  # mha qk_norm
 Q_BIAS, V_BIAS = BLOCK + "attention.q_bias", BLOCK + "attention.v_bias"  # disentangled qv

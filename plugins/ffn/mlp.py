@@ -15,6 +15,7 @@ from archzoo.parts.interfaces import FeedForward
 from archzoo.parts.linear import make_linear
 
 from .activations import ACTIVATIONS
+from .xielu import XIELU
 
 
 class MLPFeedForward(FeedForward, name="mlp"):
@@ -22,8 +23,8 @@ class MLPFeedForward(FeedForward, name="mlp"):
 
     class Config:
         activation: Literal[
-            "relu", "relu_squared", "gelu", "gelu_tanh", "gelu_new", "gelu_bloom", "silu"
-        ] = param("gelu", "non-linearity between the two projections")
+            "relu", "relu_squared", "gelu", "gelu_tanh", "gelu_new", "gelu_bloom", "silu", "xielu"
+        ] = param("gelu", "non-linearity between the two projections (xielu: learns two scalars)")
         bias: bool = param(True, "biases on both projections")
         bias_add: Literal["fused", "after_matmul"] = param(
             "fused",
@@ -37,7 +38,8 @@ class MLPFeedForward(FeedForward, name="mlp"):
         linear = partial(make_linear, bias=cfg.bias, bias_add=cfg.bias_add)
         self.fc_in = linear(dims.d_model, dims.d_ff)
         self.fc_out = linear(dims.d_ff, dims.d_model)
-        self.act = ACTIVATIONS[cfg.activation]
+        # xielu: a module with parameters of its own (ffn.act.alpha_p, ...)
+        self.act = XIELU() if cfg.activation == "xielu" else ACTIVATIONS[cfg.activation]
         self.dropout = nn.Dropout(cfg.inner_dropout)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -47,6 +49,7 @@ class MLPFeedForward(FeedForward, name="mlp"):
             and (self.dropout.p == 0.0 or not self.training)
             and not torch.is_autocast_enabled(h.device.type)
             and not torch.compiler.is_compiling()  # compiled graphs plan recomputation
+            and not isinstance(self.act, nn.Module)  # its parameters need their gradients
         ):
             # keep only h for backward; act(h) is recomputed there (one d_ff tensor less)
             bias = self.fc_out.bias

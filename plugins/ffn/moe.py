@@ -19,6 +19,7 @@ from archzoo.parts.linear import Float32Linear, KeepsFloat32
 from .activations import ACTIVATIONS, clamped_swiglu
 from .glu import GATES
 from .routing import Groups, expert_matmul, load_balancing_loss, route
+from .sparsemixer import sparsemixer
 
 CLAMPED = "swiglu_clamped"  # GPT-OSS's gated unit (glu_alpha, glu_limit)
 
@@ -44,10 +45,15 @@ class MoEFeedForward(KeepsFloat32, FeedForward, name="moe", aux_loss=True):
         )
         router_bias: bool = param(False, "a bias on the router logits (GPT-OSS)")
         expert_bias: bool = param(False, "biases on both projections of every expert (GPT-OSS)")
-        router: Literal["softmax_topk", "topk_softmax", "sigmoid"] = param(
+        router: Literal["softmax_topk", "topk_softmax", "sigmoid", "sparsemixer"] = param(
             "softmax_topk",
-            "softmax over all experts then top-k, top-k logits then softmax, or top-k of "
-            "per-expert sigmoid scores (DeepSeek-V3)",
+            "softmax over all experts then top-k, top-k logits then softmax, top-k of "
+            "per-expert sigmoid scores (DeepSeek-V3), or SparseMixer's two picks (PhiMoE)",
+        )
+        mixer_eps: float = param(
+            0.01,
+            "sparsemixer: scores within this relative gap (x 2) of the best share its softmax",
+            gt=0.0,
         )
         normalize: bool = param(True, "renormalise the top-k weights to sum to 1")
         fp32_weights: bool = param(
@@ -134,6 +140,8 @@ class MoEFeedForward(KeepsFloat32, FeedForward, name="moe", aux_loss=True):
                     f"a {cfg.expert} expert takes one of {sorted(allowed)}, got {cfg.activation!r}",
                 )
             )
+        if cfg.router == "sparsemixer" and (cfg.top_k != 2 or cfg.n_groups > 1 or cfg.choice_bias):
+            problems.append(("router", "sparsemixer picks top_k 2, without groups or choice_bias"))
         if cfg.shared_gate and not cfg.n_shared:
             problems.append(("shared_gate", "needs n_shared >= 1"))
         if cfg.n_experts % cfg.n_groups:
@@ -187,15 +195,18 @@ class MoEFeedForward(KeepsFloat32, FeedForward, name="moe", aux_loss=True):
         logits = self.router(h)  # (N, E)
         self.routing.append(logits)
         cfg = self.cfg
-        weights, experts = route(
-            logits,
-            cfg.top_k,
-            cfg.router,
-            cfg.normalize,
-            groups=self.groups,
-            choice_bias=self.score_bias if cfg.choice_bias else None,
-            scale=cfg.routed_scale,
-        )
+        if cfg.router == "sparsemixer":
+            weights, experts = sparsemixer(logits, cfg.mixer_eps, self.training)
+        else:
+            weights, experts = route(
+                logits,
+                cfg.top_k,
+                cfg.router,
+                cfg.normalize,
+                groups=self.groups,
+                choice_bias=self.score_bias if cfg.choice_bias else None,
+                scale=cfg.routed_scale,
+            )
         out = self.experts(h, weights if cfg.fp32_weights else weights.to(h.dtype), experts)
         if self.shared is not None:
             shared = self.shared(h)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
 
 from archzoo.parts.component import param
-from archzoo.parts.interfaces import Embedding, Head
+from archzoo.parts.interfaces import Embedding, Head, NormFactory
 
+from ..ffn.activations import ACTIVATIONS
 from .losses import linear_cross_entropy, token_cross_entropy
 
 
@@ -31,14 +32,37 @@ class LMHead(Head, name="lm", generates=True, mup=True):
         softcap: float | None = param(
             None, "soft-cap logits to cap * tanh(logits / cap) (Gemma 2)", gt=0.0
         )
+        transform: bool = param(
+            False, "dense + activation + norm before the projection (ModernBERT decoder)"
+        )
+        transform_activation: Literal["relu", "gelu", "gelu_tanh", "gelu_new", "silu"] = param(
+            "gelu", "transform: the non-linearity after its dense layer"
+        )
+        transform_bias: bool = param(False, "transform: a bias on its dense layer")
         shift: bool | None = param(
             None,
             "the loss scores position t against label t+1 (null: in a decoder; XLM's CLM and "
             "BartForCausalLM: no, labels are already the targets)",
         )
 
-    def __init__(self, cfg: Any, dims: Any, *, embedding: Embedding, family: str, **_: Any) -> None:
+    def __init__(
+        self,
+        cfg: Any,
+        dims: Any,
+        *,
+        embedding: Embedding,
+        family: str,
+        make_norm: NormFactory | None = None,
+        **_: Any,
+    ) -> None:
         super().__init__(cfg, dims)
+        self.dense = self.norm = None
+        if cfg.transform:  # d_model -> d_model, then the stack's norm
+            if make_norm is None:
+                raise ValueError("head 'lm' with a transform needs the stack's norm (make_norm)")
+            self.dense = nn.Linear(dims.d_model, dims.d_model, bias=cfg.transform_bias)
+            self.norm = make_norm()
+        self.act = ACTIVATIONS[cfg.transform_activation]
         width = embedding.embed_width(embedding.cfg, embedding.dims) if cfg.tie else dims.d_model
         # A tied table narrower than d_model (factorized embedding) is reached through d -> E.
         self.down = nn.Linear(dims.d_model, width, bias=False) if width != dims.d_model else None
@@ -54,6 +78,8 @@ class LMHead(Head, name="lm", generates=True, mup=True):
 
     def features(self, hidden: Tensor) -> Tensor:
         """What the vocabulary projection sees: (B, T, d_model) -> (B, T, E)."""
+        if self.dense is not None:
+            hidden = self.norm(self.act(self.dense(hidden)))
         if self.multiplier != 1.0:
             hidden = hidden * self.multiplier
         if self.down is not None:
