@@ -160,6 +160,27 @@ def test_qwen_slides_a_window_from_max_window_layers_on(tmp_path, prefix):
     assert written["max_window_layers"] == 1
 
 
+MOE = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16, mlp_only_layers=[1])
+
+
+def test_qwen3_moe_slides_every_layer_and_qwen2_moe_the_even_ones(tmp_path):
+    """transformers' own rules: Qwen3-MoE's window is every layer's (max_window_layers and
+    layer_types unread), Qwen2-MoE's the even layers below max_window_layers."""
+    window = dict(use_sliding_window=True, sliding_window=4, max_window_layers=3)
+    moe3 = make("Qwen3Moe", **QWEN, **MOE, **window, head_dim=8)
+    ours = check_decoder(moe3, tmp_path / "qwen3_moe")
+    kinds = [c["attention"]["kind"] for c in ours.spec.layer_components("decoder")]
+    assert kinds == ["local", "local", "local"]
+    moe2 = make("Qwen2Moe", **QWEN, **MOE, **window, shared_expert_intermediate_size=24)
+    assert moe2.config.layer_types == ["sliding_attention", "full_attention", "sliding_attention"]
+    ours = check_decoder(moe2, tmp_path / "qwen2_moe")
+    layers = ours.spec.layer_components("decoder")
+    assert [c["attention"]["kind"] for c in layers] == ["local", "mha", "local"]
+    assert [c["ffn"]["kind"] for c in layers] == ["moe", "glu", "moe"]  # mlp_only_layers kept
+    written = json.loads((tmp_path / "qwen2_moe" / "out" / "config.json").read_text())
+    assert written["max_window_layers"] == 3
+
+
 def test_qwen_sliding_layers_without_use_sliding_window_are_refused():
     config = hf.Qwen2Config(**QWEN).to_dict()
     config["layer_types"] = ["full_attention", "sliding_attention", "full_attention"]

@@ -1,5 +1,6 @@
 """Qwen2 (q/k/v biases), Qwen3 (per-head QK RMSNorm) and Qwen3-MoE (routed experts on some
-layers); Qwen2 and Qwen3 slide a window over the layers from `max_window_layers` on."""
+layers); with `use_sliding_window`, Qwen2 and Qwen3 slide a window over the layers from
+`max_window_layers` on, Qwen3-MoE over every layer."""
 
 from __future__ import annotations
 
@@ -32,13 +33,25 @@ class WindowedQwen(LlamaConverter):
     layers from `max_window_layers` on attend over a causal window of `sliding_window` keys
     (itself included), unless `layer_types` says which; without it, every layer is full."""
 
+    reads_layer_types = True  # False: transformers ignores config.json's layer_types
+
+    def slides(self, i: int, window_layers: int) -> bool:
+        """Whether layer i slides under `use_sliding_window` (`max_window_layers` given)."""
+        return i >= window_layers
+
+    def window_layers(self, local: list[int]) -> int:
+        """The `max_window_layers` that makes exactly the `local` layers slide."""
+        return local[0]
+
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
         super().adjust(spec, config)
         n = spec["n_layers"]
         window = config.get("sliding_window", 4096) if config.get("use_sliding_window") else None
         start = get(config, "max_window_layers", 28)
-        kinds = config.get("layer_types") or [
-            "sliding_attention" if window is not None and i >= start else "full_attention"
+        kinds = (self.reads_layer_types and config.get("layer_types")) or [
+            "sliding_attention"
+            if window is not None and self.slides(i, start)
+            else "full_attention"
             for i in range(n)
         ]
         if window is None and "sliding_attention" in kinds:
@@ -49,14 +62,16 @@ class WindowedQwen(LlamaConverter):
         sliding_layers(spec, {**config, "layer_types": kinds, "sliding_window": window}, 1)
 
     def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
-        """Local layers as `use_sliding_window`, `sliding_window`, `layer_types` and (the
-        full layers before the first local one) `max_window_layers`; none: nothing written."""
+        """Local layers as `use_sliding_window`, `sliding_window`, `layer_types` and
+        `max_window_layers` (where the type reads them); none: nothing written."""
         super().adjust_config(config, spec)
         layers = [c["attention"] for c in layer_components(stack_config(dict(spec), "decoder"))]
         local = [i for i, a in enumerate(layers) if a["kind"] == "local"]
         if local:
             sliding_config(config, spec)
-            config.update(use_sliding_window=True, max_window_layers=local[0])
+            config.update(use_sliding_window=True, max_window_layers=self.window_layers(local))
+            if not self.reads_layer_types:
+                del config["layer_types"], config["max_window_layers"]
 
 
 class Qwen2Converter(WindowedQwen, model_type="qwen2", hf_prefix="Qwen2"):
@@ -81,9 +96,7 @@ class Qwen3MoeConverter(
     ExpertsConverter, Qwen3Converter, model_type="qwen3_moe", hf_prefix="Qwen3Moe"
 ):
     per_expert = GATE_UP_DOWN_PROJ
-    # transformers' Qwen3-MoE slides every layer with use_sliding_window (no
-    # max_window_layers), Qwen2-MoE the even ones below it: neither is read yet
-    requires = {**LlamaConverter.requires, "use_sliding_window": False}
+    reads_layer_types = False  # Qwen3-MoE slides every layer under use_sliding_window
     fixed = {**Qwen3Converter.fixed, **SWIGLU_EXPERTS}
     fields = moe_fields(
         LlamaConverter.fields,
@@ -98,6 +111,9 @@ class Qwen3MoeConverter(
         prefixes=("model.", ""),
     )
 
+    def slides(self, i: int, window_layers: int) -> bool:
+        return True
+
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
         super().adjust(spec, config)
         aux_loss_coef(spec, config)
@@ -106,7 +122,8 @@ class Qwen3MoeConverter(
         n = spec["n_layers"]
         dense = [i for i in range(n) if i in dense_only or (i + 1) % step != 0]
         if dense:  # these layers keep a dense SwiGLU of intermediate_size
-            spec["layers"] = [{"select": dense, "ffn": {"kind": "glu", "activation": "swiglu"}}]
+            dense_ffn = {"select": dense, "ffn": {"kind": "glu", "activation": "swiglu"}}
+            spec["layers"] = [*spec.get("layers", []), dense_ffn]
 
     def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
         """Layers with a dense SwiGLU as `mlp_only_layers` (every other layer routed)."""

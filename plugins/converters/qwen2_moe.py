@@ -1,6 +1,7 @@
 """Qwen2-MoE (Qwen1.5-MoE): Qwen2's attention (q/k/v biases, `qkv_bias`) and Qwen3-MoE's
 routed SwiGLU experts, plus one shared SwiGLU expert of its own width whose output is scaled
-by sigmoid(w . x) (`shared_expert_gate`)."""
+by sigmoid(w . x) (`shared_expert_gate`); with `use_sliding_window`, its even layers below
+`max_window_layers` slide."""
 
 from __future__ import annotations
 
@@ -40,3 +41,11 @@ class Qwen2MoeConverter(Qwen3MoeConverter, model_type="qwen2_moe", hf_prefix="Qw
         LM_HEAD,
         prefixes=("model.", ""),
     )
+    reads_layer_types = True  # Qwen2MoeConfig's layer_types: which layers slide
+
+    def slides(self, i: int, window_layers: int) -> bool:
+        """transformers' Qwen2-MoE rule: the even layers below `max_window_layers`."""
+        return i % 2 == 0 and i < window_layers
+
+    def window_layers(self, local: list[int]) -> int:
+        return local[-1] + 1
