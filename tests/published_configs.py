@@ -1207,6 +1207,40 @@ PUBLISHED["falcon-h1-1.5b-deep"] = (  # tiiuae/Falcon-H1-1.5B-Deep-Instruct, as 
     ),
 )
 CAUSAL_LM["FalconH1Config"] = "FalconH1ForCausalLM"
+PUBLISHED["granite-4.0-h-tiny"] = (  # ibm-granite/granite-4.0-h-tiny, as recalled
+    "GraniteMoeHybridConfig",
+    dict(
+        vocab_size=100352,
+        hidden_size=1536,
+        intermediate_size=512,
+        shared_intermediate_size=1024,
+        num_hidden_layers=40,
+        num_attention_heads=12,
+        num_key_value_heads=4,
+        layer_types=[
+            "full_attention" if i in (5, 15, 25, 35) else "linear_attention" for i in range(40)
+        ],
+        num_local_experts=64,
+        num_experts_per_tok=6,
+        mamba_n_heads=48,
+        mamba_d_head=64,
+        mamba_d_state=128,
+        mamba_n_groups=1,
+        mamba_expand=2,
+        mamba_d_conv=4,
+        mamba_chunk_size=256,
+        position_embedding_type=None,
+        embedding_multiplier=12.0,
+        residual_multiplier=0.22,
+        attention_multiplier=0.0078125,
+        logits_scaling=6.0,
+        rms_norm_eps=1e-5,
+        max_position_embeddings=131072,
+        tie_word_embeddings=True,
+        pad_token_id=100256,
+    ),
+)
+CAUSAL_LM["GraniteMoeHybridConfig"] = "GraniteMoeHybridForCausalLM"
 PUBLISHED["command-r-35b"] = (  # CohereForAI/c4ai-command-r-v01
     "CohereConfig",
     dict(

@@ -121,6 +121,18 @@ EXTRA = {
         "mamba_n_groups": 2,
         "mamba_chunk_size": 4,
     },
+    "granitemoehybrid": {  # attention (rotary) on layer 1; 4 SSD heads of 16 in 2 groups
+        "num_key_value_heads": 2,
+        "layer_types": ["linear_attention", "full_attention"],
+        "position_embedding_type": "rope",
+        "mamba_n_heads": 4,
+        "mamba_d_head": 16,
+        "mamba_d_state": 8,
+        "mamba_n_groups": 2,
+        "mamba_chunk_size": 4,
+        "num_local_experts": 4,
+        "shared_intermediate_size": 24,
+    },
     "jamba": {  # attention on layer 1, experts on layer 0
         "num_key_value_heads": 2,
         "attn_layer_period": 2,

@@ -186,3 +186,51 @@ def test_side_by_side_mixers_are_resolved_and_checked_at_their_paths():
     with pytest.raises(archzoo.SpecError) as err:
         archzoo.build_model({**base, "attention": wide})
     assert "attention.mixers[0].head_dim: 48 does not divide d_inner 64" in str(err.value)
+
+
+@pytest.mark.parametrize("experts", [4, 0])
+def test_granitemoehybrid_imports_with_transformers_logits(tmp_path, experts):
+    """Three layers: Mamba 2 (4 heads of 16 in 2 groups, chunks of 4), attention with
+    rotary on layer 1, Mamba 2; Granite's multipliers; 4 experts beside the shared SwiGLU,
+    or (no experts) the shared SwiGLU alone."""
+    config = transformers.GraniteMoeHybridConfig(
+        vocab_size=V,
+        hidden_size=32,
+        intermediate_size=16,
+        shared_intermediate_size=24,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        layer_types=["mamba", "attention", "mamba"],
+        num_local_experts=experts,
+        num_experts_per_tok=2,
+        mamba_n_heads=4,
+        mamba_d_head=16,
+        mamba_d_state=8,
+        mamba_n_groups=2,
+        mamba_chunk_size=4,
+        position_embedding_type="rope",
+        embedding_multiplier=1.5,
+        residual_multiplier=0.7,
+        attention_multiplier=0.3,
+        logits_scaling=2.0,
+        max_position_embeddings=64,
+        pad_token_id=0,
+    )
+    ref = transformers.GraniteMoeHybridForCausalLM(config)
+    perturb(ref)
+    ref.eval()
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    data = ours.spec.data
+    assert data["layers"][0]["select"] == [1] and data["layers"][0]["attention"]["scale"] == 0.3
+    assert data["ffn"]["kind"] == ("moe" if experts else "glu")
+    assert_causal_lm_equal(ref, ours)
+    assert_left_padded_equal(ref, ours)
+    assert_greedy_equal(ref, ours)  # with the cache: recurrent states and keys/values
+    saved = assert_export_round_trip(ref, ours, tmp_path)
+    assert saved["layer_types"] == ["linear_attention", "full_attention", "linear_attention"]
+    if experts:
+        return  # the headless model once
+    base = transformers.GraniteMoeHybridModel(config)
+    perturb(base)
+    assert_headless_equal(base.eval(), tmp_path)

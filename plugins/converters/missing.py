@@ -14,7 +14,6 @@ MISSING_MECHANISMS = {
     "esm": "ESM's token-dropout scaling",
     "fsmt": "separate source and target vocabularies",
     "funnel": "Funnel's sequence pooling between blocks",
-    "granitemoehybrid": "GraniteMoE's fused experts (input_linear / output_linear) beside a shared MLP",
     "jetmoe": "a mixture of attention heads",
     "kimi_linear": "Kimi Delta Attention (a channel-wise gated delta rule) beside MLA",
     "llama4_text": "chunked attention with an L2 QK norm",
