@@ -26,7 +26,13 @@ if TYPE_CHECKING:
     from .parts.component import Capabilities, Component, param
     from .parts.converter import Converter
     from .parts.hooks import hookimpl
-    from .parts.registry import Registry, RegistryError, get_registry, list_attention_impls
+    from .parts.registry import (
+        Registry,
+        RegistryError,
+        get_registry,
+        list_attention_impls,
+        list_mixer_impls,
+    )
     from .parts.tensor_source import ConversionError
     from .specs.spec import Spec, load_spec
 
@@ -50,6 +56,7 @@ _EXPORTS = {
     "RegistryError": "parts.registry",
     "get_registry": "parts.registry",
     "list_attention_impls": "parts.registry",
+    "list_mixer_impls": "parts.registry",
     "Spec": "specs.spec",
     "load_spec": "specs.spec",
     "WeightsError": "io.weights",
@@ -116,6 +123,7 @@ __all__ = [
     "hookimpl",
     "list_attention_impls",
     "list_components",
+    "list_mixer_impls",
     "list_models",
     "load",
     "load_spec",

@@ -15,7 +15,7 @@ from ..parts.forward_inputs import ForwardBatch, kept_positions
 from ..parts.input_checks import values_trusted
 from ..parts.interfaces import Attention, Head
 from ..parts.outputs import StackRecord, requested_layers
-from ..parts.registry import check_attention_impl, get_registry
+from ..parts.registry import check_attention_impl, check_mixer_impl, get_registry
 from ..specs.plan import stack_role
 from ..specs.spec import Spec
 from .aux_loss import aux_loss_modules, pooled_aux_loss, reset_aux_losses
@@ -128,6 +128,15 @@ class ZooModel(nn.Module):
             for m in part.modules() if part is not None else ():
                 if isinstance(m, Attention):
                     m.set_attention_impl(name)
+        return self
+
+    def set_mixer_impl(self, name: str) -> ZooModel:
+        """Let the recurrent mixer layers use the optional kernels `name` allows
+        (archzoo.list_mixer_impls(): "auto", "torch" or one mixer kernel); returns the model."""
+        check_mixer_impl(name, self._registry())
+        for m in self.modules():
+            if isinstance(m, Attention) and m.state_shapes() is not None:
+                m.mixer_impl = name
         return self
 
     def _registry(self) -> Any:

@@ -190,6 +190,8 @@ class Attention(Component):
     inputs: ClassVar[tuple[str, ...]] = ()
     # the name of the kernel this layer runs (archzoo.list_attention_impls()); set at run time
     attention_impl: str = "auto"
+    # a recurrent mixer's optional kernels (archzoo.list_mixer_impls()); set at run time
+    mixer_impl: str = "auto"
 
     def set_attention_impl(self, name: str) -> None:
         """Run this layer with the attention kernel registered as `name` (the model checks

@@ -15,6 +15,7 @@ from .component import KINDS, Capabilities, Component
 from .converter import Converter
 from .hf_alias import Alias
 from .kernels import AttentionKernel
+from .mixer_kernels import MixerKernel
 
 
 class RegistryError(Exception):
@@ -31,6 +32,7 @@ class Registrar:
         self.converters: list[Any] = []
         self.missing: dict[str, str] = {}  # HF model_type -> the mechanism archzoo lacks
         self.kernels: list[AttentionKernel] = []
+        self.mixer_kernels: list[MixerKernel] = []
 
     def add_component(self, cls: type[Component]) -> None:
         """Register one component class (its `kind` and `name` say where it goes)."""
@@ -44,6 +46,16 @@ class Registrar:
                 f"attention kernel {kernel!r} is not declared with archzoo.parts.kernels.attention_kernel"
             )
         self.kernels.append(kernel)
+
+    def add_mixer_kernel(self, kernel: MixerKernel) -> None:
+        """Register an optional mixer kernel (declared with
+        `archzoo.parts.mixer_kernels.mixer_kernel`)."""
+        if not isinstance(kernel, MixerKernel):
+            raise RegistryError(
+                f"mixer kernel {kernel!r} is not declared with "
+                "archzoo.parts.mixer_kernels.mixer_kernel"
+            )
+        self.mixer_kernels.append(kernel)
 
     def add_converter(self, converter: Any) -> None:
         """Register a Hugging Face converter (an archzoo.parts.converter.Converter instance)."""
@@ -80,8 +92,9 @@ class Registrar:
         """Register everything a package declares: each component class whose class line
         names it (`class X(Norm, name="x")`), each converter whose class line names its
         `model_type`, each alias of a module's `ALIASES` table and each entry of its
-        `MISSING_MECHANISMS` ({model_type: mechanism}) and each attention kernel it
-        declares (`@attention_kernel`), in module order, so nothing is listed a second time."""
+        `MISSING_MECHANISMS` ({model_type: mechanism}) and each attention or mixer kernel it
+        declares (`@attention_kernel`, `@mixer_kernel`), in module order, so nothing is
+        listed a second time."""
         root = importlib.import_module(package)
         modules = [root]
         if hasattr(root, "__path__"):
@@ -91,6 +104,9 @@ class Registrar:
             for obj in vars(module).values():
                 if isinstance(obj, AttentionKernel) and obj.module == module.__name__:
                     self.add_kernel(obj)
+                    continue
+                if isinstance(obj, MixerKernel) and obj.module == module.__name__:
+                    self.add_mixer_kernel(obj)
                     continue
                 if not isinstance(obj, type) or obj.__module__ != module.__name__:
                     continue  # imported here, declared elsewhere

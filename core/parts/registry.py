@@ -16,6 +16,7 @@ import pluggy
 from .component import KINDS, Component
 from .hooks import PROJECT, ArchzooSpec
 from .kernels import AttentionKernel
+from .mixer_kernels import AUTO, TORCH, MixerKernel
 from .plugin_guard import DISABLE_ENV, NO_PLUGINS_ENV, loading_plugin, plugins_off
 from .registrar import Registrar, RegistryError
 from .tensor_source import ConversionError
@@ -70,6 +71,7 @@ class Registry:
         self._converters: dict[str, tuple[Any, str]] = {}
         self._missing: dict[str, tuple[str, str]] = {}  # model_type -> (mechanism, plugin)
         self._kernels: dict[str, tuple[AttentionKernel, str]] = {}  # name -> (kernel, plugin)
+        self._mixer_kernels: dict[str, tuple[MixerKernel, str]] = {}
         self.plugins: dict[str, PluginInfo] = {}
         self.zoo_dirs: list[Path] = []
         builtins = importlib.import_module("archzoo.plugins")
@@ -115,6 +117,7 @@ class Registry:
         info.components = [f"{c.kind}:{c.name}" for c in registrar.components]
         info.components += [f"converter:{c.model_type}" for c in registrar.converters]
         info.components += [f"kernel:{k.name}" for k in registrar.kernels]
+        info.components += [f"mixer_kernel:{k.name}" for k in registrar.mixer_kernels]
         info.zoo_dirs = [str(p) for p in registrar.zoo_dirs]
         return info
 
@@ -128,6 +131,7 @@ class Registry:
         self._converters = {k: v for k, v in self._converters.items() if v[1] != name}
         self._missing = {k: v for k, v in self._missing.items() if v[1] != name}
         self._kernels = {k: v for k, v in self._kernels.items() if v[1] != name}
+        self._mixer_kernels = {k: v for k, v in self._mixer_kernels.items() if v[1] != name}
         if info:
             self.zoo_dirs = [p for p in self.zoo_dirs if str(p) not in info.zoo_dirs]
 
@@ -165,12 +169,22 @@ class Registry:
                     f"{other!r} and again by plugin {registrar.plugin!r}; kept {other!r}'s"
                 )
             names.add(kernel.name)
+        names = set()
+        for mixer in registrar.mixer_kernels:
+            if mixer.name in self._mixer_kernels or mixer.name in names:
+                other = self._mixer_kernels.get(mixer.name, (None, registrar.plugin))[1]
+                raise RegistryError(
+                    f"duplicate mixer kernel {mixer.name!r}: registered by plugin "
+                    f"{other!r} and again by plugin {registrar.plugin!r}; kept {other!r}'s"
+                )
+            names.add(mixer.name)
         for cls in registrar.components:
             self._components[(cls.kind, cls.name)] = (cls, registrar.plugin)
         for conv in registrar.converters:
             self._converters[conv.model_type] = (conv, registrar.plugin)
         self._missing.update({t: (m, registrar.plugin) for t, m in registrar.missing.items()})
         self._kernels.update({k.name: (k, registrar.plugin) for k in registrar.kernels})
+        self._mixer_kernels.update({k.name: (k, registrar.plugin) for k in registrar.mixer_kernels})
         self.zoo_dirs.extend(registrar.zoo_dirs)
 
     def zoo_owners(self) -> dict[str, tuple[Path, str]]:
@@ -259,6 +273,10 @@ class Registry:
     def kernel_plugin(self, name: str) -> str:
         return self._kernels[name][1]
 
+    def mixer_kernels(self) -> list[MixerKernel]:
+        """Every registered optional mixer kernel, by name."""
+        return [self._mixer_kernels[n][0] for n in sorted(self._mixer_kernels)]
+
     def converter(self, model_type: str) -> Any:
         """The converter for an HF model_type; the error lists the supported ones."""
         if model_type not in self._converters:
@@ -334,6 +352,20 @@ def check_attention_impl(name: Any, registry: Registry | None = None) -> str:
         raise TypeError(f"attention_impl must be a kernel name (a str), got {name!r}")
     reg.kernel(name)
     return name
+
+
+def check_mixer_impl(name: Any, registry: Registry | None = None) -> str:
+    """`name` when it is "auto", "torch" or a registered mixer kernel; a clear error otherwise."""
+    reg = registry or get_registry()
+    known = [AUTO, TORCH, *(k.name for k in reg.mixer_kernels())]
+    if not isinstance(name, str) or name not in known:
+        raise RegistryError(f"unknown mixer_impl {name!r}; choose one of: {', '.join(known)}")
+    return name
+
+
+def list_mixer_impls() -> list[str]:
+    """The values of `mixer_impl`: "auto", "torch" and each registered mixer kernel."""
+    return [AUTO, TORCH, *(k.name for k in get_registry().mixer_kernels())]
 
 
 def list_attention_impls() -> list[str]:

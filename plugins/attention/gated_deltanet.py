@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from archzoo.parts.component import param
 from archzoo.parts.interfaces import Attention, AttentionContext
 
-from .recurrent import GatedRMSNorm, causal_conv, scan, token_flags
+from .recurrent import GatedRMSNorm, layer_conv, optional_kernel, scan, token_flags
 
 
 class GatedDeltaNet(
@@ -99,7 +99,7 @@ class GatedDeltaNet(
         if valid is not None:  # padding contributes nothing to the window or the state
             qkv = qkv * valid[..., None].to(qkv.dtype)
         window = None if cache is None else cache.tensors["conv"]
-        qkv, window = causal_conv(qkv, self.conv.weight, None, window, docs)
+        qkv, window = layer_conv(self, qkv, self.conv.weight, None, window, docs)
         q, k, v = F.silu(qkv).split([self.key_dim, self.key_dim, self.value_dim], dim=-1)
         q = q.view(B, T, self.n_k, self.dk).transpose(1, 2)  # (B, Hk, T, dk)
         k = k.view(B, T, self.n_k, self.dk).transpose(1, 2)
@@ -114,16 +114,14 @@ class GatedDeltaNet(
         if valid is not None:
             beta, g = beta * valid[..., None], g * valid[..., None]
         state = None if cache is None else cache.tensors["ssm"]
-        o, state = scan(
-            q,
-            k,
-            v,
-            g.transpose(1, 2),
-            state,
-            self.cfg.chunk_size,
-            beta=beta.transpose(1, 2),
-            docs=docs,
-        )  # o: (B, Hv, T, dv)
+        g, beta = g.transpose(1, 2), beta.transpose(1, 2)  # (B, Hv, T)
+        chosen = optional_kernel(self, "gated_delta_rule", q, docs=docs)
+        if chosen is not None:
+            kernel, lib = chosen
+            o, state = kernel.run(lib, q, k, v, g, beta, state)
+        else:
+            o, state = scan(q, k, v, g, state, self.cfg.chunk_size, beta=beta, docs=docs)
+        # o: (B, Hv, T, dv)
         if cache is not None:
             cache.tensors["conv"].copy_(window)
             cache.tensors["ssm"].copy_(state)

@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from archzoo.parts.component import param
 from archzoo.parts.interfaces import Attention, AttentionContext
 
-from .recurrent import causal_conv, chunked_diagonal_scan, recurrent_diagonal_scan, token_flags
+from .recurrent import chunked_diagonal_scan, layer_conv, recurrent_diagonal_scan, token_flags
 
 
 class KimiDelta(
@@ -88,7 +88,7 @@ class KimiDelta(
         if valid is not None:  # padding contributes nothing to the window or the state
             qkv = qkv * valid[..., None].to(qkv.dtype)
         window = None if cache is None else cache.tensors["conv"]
-        qkv, window = causal_conv(qkv, self.conv.weight, None, window, docs)
+        qkv, window = layer_conv(self, qkv, self.conv.weight, None, window, docs)
         q, k, v = F.silu(qkv).split(self.width, dim=-1)
         q = _l2norm(q.view(B, T, H, dk).transpose(1, 2)) * dk**-0.5  # (B, H, T, dk), float32
         k = _l2norm(k.view(B, T, H, dk).transpose(1, 2))

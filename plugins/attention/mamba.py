@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from archzoo.parts.component import param
 from archzoo.parts.interfaces import Attention, AttentionContext
 
-from .recurrent import causal_conv, chunked_diagonal_scan, recurrent_diagonal_scan, token_flags
+from .recurrent import chunked_diagonal_scan, layer_conv, recurrent_diagonal_scan, token_flags
 
 
 class Mamba(Attention, name="mamba", bidirectional=False, accepts_bias=False, kv_cache=True):
@@ -103,7 +103,7 @@ class Mamba(Attention, name="mamba", bidirectional=False, accepts_bias=False, kv
         if valid is not None:  # padding contributes nothing to the window or the state
             xs = xs * valid[..., None].to(xs.dtype)
         window = None if cache is None else cache.tensors["conv"]
-        xs, window = causal_conv(xs, self.conv.weight, self.conv.bias, window, docs)
+        xs, window = layer_conv(self, xs, self.conv.weight, self.conv.bias, window, docs)
         xs = F.silu(xs)
         dt, b, c = self.x_proj(xs).split([self.rank, N, N], dim=-1)
         dt = self._norm(dt, "dt_norm") @ self.dt_proj.weight.T  # (B, T, I)

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from archzoo.parts.component import param
 from archzoo.parts.interfaces import Attention, AttentionContext
 
-from .recurrent import GatedRMSNorm, causal_conv, scan, token_flags
+from .recurrent import GatedRMSNorm, layer_conv, optional_kernel, scan, token_flags
 
 
 class Mamba2(Attention, name="mamba2", bidirectional=False, accepts_bias=False, kv_cache=True):
@@ -124,20 +124,26 @@ class Mamba2(Attention, name="mamba2", bidirectional=False, accepts_bias=False, 
         if valid is not None:  # padding contributes nothing to the window or the state
             xbc = xbc * valid[..., None].to(xbc.dtype)
         window = None if cache is None else cache.tensors["conv"]
-        xbc, window = causal_conv(xbc, self.conv.weight, self.conv.bias, window, docs)
+        xbc, window = layer_conv(self, xbc, self.conv.weight, self.conv.bias, window, docs)
         xs, b, c = F.silu(xbc).split([self.d_inner, self.bc_dim, self.bc_dim], dim=-1)
         dt = F.softplus(dt.float() + self.dt_bias).clamp(self.cfg.dt_min, self.cfg.dt_max)
         if valid is not None:
             dt = dt * valid[..., None]  # (B, T, H): a padded token neither decays nor writes
         dt = dt.transpose(1, 2)  # (B, H, T)
         xs = xs.view(B, T, H, P).transpose(1, 2).float()  # (B, H, T, P)
-        b = b.view(B, T, G, N).transpose(1, 2).repeat_interleave(H // G, dim=1)  # (B, H, T, N)
-        c = c.view(B, T, G, N).transpose(1, 2).repeat_interleave(H // G, dim=1)
         A = -self.A_log.float().exp()  # (H,)
         state = None if cache is None else cache.tensors["ssm"]
-        y, state = scan(
-            c, b, xs * dt[..., None], dt * A[:, None], state, self.cfg.chunk_size, docs=docs
-        )  # y: (B, H, T, P)
+        b, c = b.view(B, T, G, N), c.view(B, T, G, N)
+        chosen = optional_kernel(self, "ssd", xs, docs=docs)
+        if chosen is not None:
+            kernel, lib = chosen
+            y, state = kernel.run(lib, xs, dt, A, b, c, state, self.cfg.chunk_size)
+        else:
+            b = b.transpose(1, 2).repeat_interleave(H // G, dim=1)  # (B, H, T, N)
+            c = c.transpose(1, 2).repeat_interleave(H // G, dim=1)
+            y, state = scan(
+                c, b, xs * dt[..., None], dt * A[:, None], state, self.cfg.chunk_size, docs=docs
+            )  # y: (B, H, T, P)
         if cache is not None:
             cache.tensors["conv"].copy_(window)
             cache.tensors["ssm"].copy_(state)

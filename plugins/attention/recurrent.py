@@ -9,6 +9,11 @@ matrix S (dk x dv) per head. Two forms compute the same thing:
   (C x C) product, between chunks only S travels: O(T C) work, no T x T matrix;
 - recurrent (decoding): one token at a time, S_t from S_{t-1}.
 
+Optional GPU kernels (flash-linear-attention, causal-conv1d, mamba-ssm) take over an
+operation where the layer's `mixer_impl` allows, the library imports and the tensors are on
+its device (`optional_kernel`, archzoo.parts.mixer_kernels); otherwise the plain-PyTorch
+forms below run.
+
 Padding never reaches the state: a padded token's decay is 1 (log-decay 0), its write
 strength 0 and its convolution input 0. In a packed row (document ids) the state and the
 convolution window restart at each document.
@@ -16,11 +21,15 @@ convolution window restart at each document.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from archzoo.parts.interfaces import AttentionContext
+from archzoo.parts.mixer_kernels import TORCH, MixerKernel, choose
+from archzoo.parts.registry import get_registry
 
 
 def token_flags(ctx: AttentionContext, batch: int) -> tuple[Tensor | None, Tensor | None]:
@@ -30,6 +39,32 @@ def token_flags(ctx: AttentionContext, batch: int) -> tuple[Tensor | None, Tenso
     valid = mask.query_valid(batch) if mask.key_padding is not None else None
     docs = mask.query_docs if mask.key_docs is not None else None
     return valid, docs
+
+
+def optional_kernel(
+    layer: nn.Module, op: str, reference: Tensor, **facts: Any
+) -> tuple[MixerKernel, Any] | None:
+    """(kernel, library) that computes `op` for this call under the layer's `mixer_impl`, or
+    None for the plain-PyTorch form (the reason is in the debug log)."""
+    if layer.mixer_impl == TORCH or torch.compiler.is_compiling():
+        return None
+    return choose(get_registry().mixer_kernels(), op, layer.mixer_impl, reference, **facts)
+
+
+def layer_conv(
+    layer: nn.Module,
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    window: Tensor | None,
+    docs: Tensor | None,
+) -> tuple[Tensor, Tensor]:
+    """`causal_conv`, or the optional kernel the layer may use for it."""
+    chosen = optional_kernel(layer, "causal_conv", x, docs=docs, width=weight.shape[-1])
+    if chosen is None:
+        return causal_conv(x, weight, bias, window, docs)
+    kernel, lib = chosen
+    return kernel.run(lib, x, weight, bias, window)
 
 
 def causal_conv(

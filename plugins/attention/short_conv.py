@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from archzoo.parts.component import param
 from archzoo.parts.interfaces import Attention, AttentionContext
 
-from .recurrent import causal_conv, token_flags
+from .recurrent import layer_conv, token_flags
 
 
 class ShortConv(
@@ -51,7 +51,7 @@ class ShortConv(
         if valid is not None:  # padding contributes nothing to the window
             h = h * valid[..., None].to(h.dtype)
         window = None if cache is None else cache.tensors["conv"]
-        h, window = causal_conv(h, self.conv.weight, self.conv.bias, window, docs)
+        h, window = layer_conv(self, h, self.conv.weight, self.conv.bias, window, docs)
         if cache is not None:
             cache.tensors["conv"].copy_(window)
         return self.out_proj(c * h)
