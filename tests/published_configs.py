@@ -1753,3 +1753,8 @@ PUBLISHED["dbrx-132b"] = (  # databricks/dbrx-base, as recalled
     ),
 )
 CAUSAL_LM["DbrxConfig"] = "DbrxForCausalLM"
+# Kimi-Linear-48B-A3B (moonshotai/Kimi-Linear-48B-A3B-Instruct, the checkpoint
+# KimiLinearConfig's docstring names) as KimiLinearConfig's defaults: 27 layers, MLA on every
+# 4th after the first and KDA elsewhere, 256 experts top-8 after one dense layer
+PUBLISHED["kimi-linear-48b-a3b"] = ("KimiLinearConfig", {})
+CAUSAL_LM["KimiLinearConfig"] = "KimiLinearForCausalLM"

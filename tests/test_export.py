@@ -166,6 +166,18 @@ EXTRA = {
         "full_attn_alpha_factor": 1.5,
         "mlp_beta_factor": 0.9,
     },
+    "kimi_linear": {  # KDA (2 heads of 8) on layer 0, MLA on layer 1; dense then routed FFN
+        "num_key_value_heads": 4,
+        "layer_types": ["linear_attention", "full_attention"],
+        "mlp_layer_types": ["dense", "sparse"],
+        "linear_num_heads": 2,
+        "linear_head_dim": 8,
+        "kv_lora_rank": 16,
+        "qk_nope_head_dim": 8,
+        "v_head_dim": 8,
+        "n_group": 2,
+        "topk_group": 1,
+    },
     "lfm2_moe": {"num_key_value_heads": 2, "layer_types": ["conv", "full_attention"]},
     "lfm2": {  # a conv layer and an attention layer; the FFN width auto-adjusted: 64 -> 48
         "num_key_value_heads": 2,

@@ -1,5 +1,5 @@
 """Lightning attention (MiniMax) and Kimi Delta Attention against their papers'
-recurrences, and the `minimax` family against transformers.
+recurrences, and the `minimax` and `kimi_linear` families against transformers.
 
 The mixer references below run the layer one token at a time from the published formula
 with the module's own weights, in plain loops: chunked prefill must equal them (<= 1e-5 in
@@ -365,4 +365,97 @@ def test_minimax_zoo_spec_counts_transformers_parameters():
     with torch.device("meta"):
         ref = transformers.MiniMaxForCausalLM(config)
     model = archzoo.build_model("minimax-text-01", device="meta")
+    assert model.num_parameters() == sum(p.numel() for p in ref.parameters())
+
+
+# --- the kimi_linear family -------------------------------------------------------------
+
+
+def tiny_kimi(cls: str = "KimiLinearForCausalLM") -> torch.nn.Module:
+    """Four layers: KDA (2 heads of 8), MLA (4 heads, no positions), KDA, KDA; FFNs dense,
+    routed, routed, dense (4 experts in 2 groups, top 2, a shared expert, nonzero
+    correction biases)."""
+    config = transformers.KimiLinearConfig(
+        vocab_size=V,
+        hidden_size=32,
+        intermediate_size=48,
+        moe_intermediate_size=16,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        qk_rope_head_dim=4,
+        qk_nope_head_dim=8,
+        v_head_dim=8,
+        kv_lora_rank=16,
+        layer_types=["linear_attention", "full_attention", "linear_attention", "linear_attention"],
+        mlp_layer_types=["dense", "sparse", "sparse", "dense"],
+        linear_num_heads=2,
+        linear_head_dim=8,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        n_group=2,
+        topk_group=1,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+    torch.manual_seed(0)
+    model = getattr(transformers, cls)(config)
+    perturb(model)
+    with torch.no_grad():
+        for module in model.modules():
+            if hasattr(module, "e_score_correction_bias"):
+                module.e_score_correction_bias.normal_(0.0, 0.1)
+    return model.eval()
+
+
+def test_kimi_linear_imports_with_transformers_logits(tmp_path):
+    ref = tiny_kimi()
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    data = ours.spec.data
+    assert (data["attention"]["kind"], data["position"]["kind"]) == ("kimi_delta", "none")
+    assert [(e["select"], sorted(set(e) - {"select"})) for e in data["layers"]] == [
+        ([1], ["attention"]),
+        ([0, 3], ["ffn"]),
+    ]
+    latent = ours.decoder.blocks[1].attention.kv_a_norm  # KimiLinearRMSNorm's own epsilon
+    assert (latent.cfg.eps, data["norm"]["eps"]) == (1e-6, 1e-5)
+    assert_causal_lm_equal(ref, ours)  # a right-padded row, and the loss
+    assert_left_padded_equal(ref, ours)
+    assert_greedy_equal(ref, ours)  # with the cache: delta-rule states and the MLA latent
+
+
+def test_kimi_linear_headless_model_gives_transformers_hidden_states(tmp_path):
+    ref = tiny_kimi("KimiLinearModel")
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    assert ours.spec.data["head"]["kind"] == "none"
+    assert ours.num_parameters() == sum(p.numel() for p in ref.parameters())
+    assert_left_padded_equal(ref, ours, "last_hidden_state")
+
+
+def test_kimi_linear_exports_into_transformers_with_equal_logits(tmp_path):
+    ref = tiny_kimi()
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    archzoo.to_hf(ours, tmp_path / "out")
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config["layer_types"] == ref.config.layer_types
+    assert config["mlp_layer_types"] == ref.config.mlp_layer_types
+    back, info = transformers.KimiLinearForCausalLM.from_pretrained(
+        tmp_path / "out", output_loading_info=True
+    )
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    ids = torch.randint(3, V, (2, 9), generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        assert (ref(input_ids=ids).logits - back.eval()(input_ids=ids).logits).abs().max() <= 1e-5
+
+
+def test_kimi_linear_zoo_spec_counts_transformers_parameters():
+    from published_configs import PUBLISHED
+
+    config_cls, kwargs = PUBLISHED["kimi-linear-48b-a3b"]
+    config = getattr(transformers, config_cls)(**kwargs)
+    with torch.device("meta"):
+        ref = transformers.KimiLinearForCausalLM(config)
+    model = archzoo.build_model("kimi-linear-48b-a3b", device="meta")
     assert model.num_parameters() == sum(p.numel() for p in ref.parameters())

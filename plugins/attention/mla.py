@@ -46,6 +46,12 @@ class MultiHeadLatentAttention(
             None, "score scale (null: 1/sqrt(qk_nope_head_dim + head_dim))", gt=0.0
         )
         absorb: bool = param(True, "decode from the cache with kv_b folded into query and output")
+        latent_norm_eps: float | None = param(
+            None,
+            "epsilon of the q_a / kv_a latent norms (null: the spec norm's; Kimi Linear's "
+            "are 1e-6 beside model norms of 1e-5)",
+            gt=0.0,
+        )
 
     def __init__(self, cfg: Any, dims: Any, *, make_norm: NormFactory | None = None) -> None:
         super().__init__(cfg, dims)
@@ -65,6 +71,10 @@ class MultiHeadLatentAttention(
             self.q_b = nn.Linear(cfg.q_lora_rank, q_out, bias=False)
         self.kv_a = nn.Linear(d, self.rank + self.rope, bias=cfg.bias)  # [latent | rotary key]
         self.kv_a_norm = make_norm(self.rank)
+        if cfg.latent_norm_eps is not None:  # the latent norms' own epsilon
+            for norm in (self.kv_a_norm, getattr(self, "q_a_norm", None)):
+                if norm is not None:
+                    norm.cfg = replace(norm.cfg, eps=cfg.latent_norm_eps)
         self.kv_b = nn.Linear(self.rank, h * (self.nope + self.v_dim), bias=False)
         self.out = nn.Linear(h * self.v_dim, d, bias=cfg.bias)
         self.dropout = dims.attention_dropout

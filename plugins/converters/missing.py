@@ -15,7 +15,6 @@ MISSING_MECHANISMS = {
     "fsmt": "separate source and target vocabularies",
     "funnel": "Funnel's sequence pooling between blocks",
     "jetmoe": "a mixture of attention heads",
-    "kimi_linear": "Kimi Delta Attention (a channel-wise gated delta rule) beside MLA",
     "llama4_text": "chunked attention with an L2 QK norm",
     "mobilebert": "MobileBERT's bottleneck layers",
     "nllb-moe": "expert capacity",

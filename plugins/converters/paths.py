@@ -82,3 +82,7 @@ GDN_QKV, GDN_Z, GDN_B, GDN_A = (
     BLOCK + "attention." + p for p in ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")
 )
 OUT_GATE = BLOCK + "attention.out_gate"  # lightning: the sigmoid gate on the normed output
+# kimi_delta: the decay's and the output gate's low-rank projections, the write strength
+KDA_F_A, KDA_F_B, KDA_B, KDA_G_A, KDA_G_B = (
+    BLOCK + "attention." + p for p in ("f_a", "f_b", "b", "g_a", "g_b")
+)
