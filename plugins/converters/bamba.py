@@ -11,7 +11,7 @@ from archzoo.specs.plan import layer_components, stack_config
 
 from .common import HEADLESS, PAD, SIZES, lm_task, table
 from .llama import LlamaConverter
-from .mamba2 import _number, time_step_limit
+from .mamba2 import read_hybrid_mixer, write_hybrid_mixer
 
 BAMBA_TENSORS = """
         embed_tokens                                            WORD
@@ -25,6 +25,17 @@ BAMBA_TENSORS = """
         layers.{i}.pre_ff_layernorm                             FFN_NORM
         layers.{i}.feed_forward.(gate_proj,up_proj,down_proj)   GATE,UP,DOWN
         final_layernorm                                         FINAL_NORM
+"""
+
+
+# the Mamba 2 mixer's keys of the hybrid types (Bamba, Granite 4.0 hybrid)
+MAMBA_KEYS = """
+            mamba_d_state               attention.state_size            256
+            mamba_n_groups              attention.n_groups              1
+            mamba_d_conv                attention.conv_kernel           4
+            mamba_conv_bias             attention.conv_bias             True
+            mamba_proj_bias             attention.bias                  False
+            mamba_chunk_size            attention.chunk_size            256
 """
 
 
@@ -44,13 +55,8 @@ class BambaConverter(LlamaConverter, model_type="bamba", hf_prefix="Bamba"):
             mlp_bias                    ffn.bias                        False
             rms_norm_eps                norm.eps,attention.norm_eps     1e-5
             mamba_d_head                attention.head_dim              64
-            mamba_d_state               attention.state_size            256
-            mamba_n_groups              attention.n_groups              1
-            mamba_d_conv                attention.conv_kernel           4
-            mamba_conv_bias             attention.conv_bias             True
-            mamba_proj_bias             attention.bias                  False
-            mamba_chunk_size            attention.chunk_size            256
             """
+            + MAMBA_KEYS
         ),
         Field("head_dim", "head_dim", lambda c: c["hidden_size"] // c["num_attention_heads"]),
         Field("mamba_expand", "attention.d_inner", 2),  # read and written by adjust
@@ -63,16 +69,7 @@ class BambaConverter(LlamaConverter, model_type="bamba", hf_prefix="Bamba"):
         """Rotary (half of each head), the mixer's width and step limits, and attention on
         `attn_layer_indices`."""
         super().adjust(spec, config)
-        mixer = spec["attention"]
-        mixer["d_inner"] = int(config.get("mamba_expand", 2) * config["hidden_size"])
-        heads = config.get("mamba_n_heads", 128)
-        if heads * mixer["head_dim"] != mixer["d_inner"]:
-            raise ConversionError(
-                f"config.json mamba_n_heads x mamba_d_head = {heads} x {mixer['head_dim']} is "
-                f"not mamba_expand x hidden_size = {mixer['d_inner']}"
-            )
-        low, high = (_number(v) for v in config.get("time_step_limit") or (0.0, float("inf")))
-        mixer["dt_min"], mixer["dt_max"] = low, None if high == float("inf") else high
+        read_hybrid_mixer(spec["attention"], config, spec["attention"]["head_dim"])
         attention = {
             "kind": "mha",
             "fused_qkv": False,
@@ -90,16 +87,7 @@ class BambaConverter(LlamaConverter, model_type="bamba", hf_prefix="Bamba"):
     def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
         """The inverse of `adjust`."""
         super().adjust_config(config, spec)
-        mixer, d = spec["attention"], spec["d_model"]
-        if mixer["d_inner"] % d:
-            raise ConversionError(
-                f"attention.d_inner {mixer['d_inner']} is not a whole multiple of d_model {d}: "
-                "BambaConfig has only an integer mamba_expand"
-            )
-        config["mamba_expand"] = mixer["d_inner"] // d
-        config["mamba_n_heads"] = mixer["d_inner"] // mixer["head_dim"]
-        config.pop("time_step_limit", None)
-        config.update(time_step_limit(mixer["dt_min"], mixer["dt_max"]))
+        write_hybrid_mixer(config, spec["attention"], spec["d_model"], "BambaConfig")
         layers = [c["attention"] for c in layer_components(stack_config(dict(spec), "decoder"))]
         config["attn_layer_indices"] = [i for i, a in enumerate(layers) if a["kind"] == "mha"]
         att = next((a for a in layers if a["kind"] == "mha"), None)

@@ -97,3 +97,34 @@ def _number(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConversionError(f"config.json time_step_limit holds {value!r}, not a number")
     return float(value)
+
+
+def read_hybrid_mixer(mixer: dict[str, Any], config: dict[str, Any], head_dim: Any) -> None:
+    """A hybrid type's Mamba 2 mixer from its `mamba_*` keys (Bamba, Granite 4.0 hybrid):
+    width mamba_expand x hidden_size, heads of `head_dim` ("auto": the width over
+    mamba_n_heads) and the step limits."""
+    d_inner = int(config.get("mamba_expand", 2) * config["hidden_size"])
+    heads = config.get("mamba_n_heads", 128)
+    width = d_inner // heads if head_dim in ("auto", None) else int(head_dim)
+    if heads * width != d_inner:
+        raise ConversionError(
+            f"config.json mamba_n_heads x mamba_d_head = {heads} x {width} is not "
+            f"mamba_expand x hidden_size = {d_inner}"
+        )
+    low, high = (_number(v) for v in config.get("time_step_limit") or (0.0, math.inf))
+    mixer.update(d_inner=d_inner, head_dim=width, dt_min=low)
+    mixer["dt_max"] = None if math.isinf(high) else high
+
+
+def write_hybrid_mixer(config: dict[str, Any], mixer: Mapping[str, Any], d: int, what: str) -> None:
+    """The inverse of `read_hybrid_mixer` (`what`: the config class, for the error)."""
+    if mixer["d_inner"] % d:
+        raise ConversionError(
+            f"attention.d_inner {mixer['d_inner']} is not a whole multiple of d_model {d}: "
+            f"{what} has only an integer mamba_expand"
+        )
+    config["mamba_expand"] = mixer["d_inner"] // d
+    config["mamba_n_heads"] = mixer["d_inner"] // mixer["head_dim"]
+    config["mamba_d_head"] = mixer["head_dim"]
+    config.pop("time_step_limit", None)
+    config.update(time_step_limit(mixer["dt_min"], mixer["dt_max"]))
