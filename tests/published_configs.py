@@ -1758,3 +1758,67 @@ CAUSAL_LM["DbrxConfig"] = "DbrxForCausalLM"
 # 4th after the first and KDA elsewhere, 256 experts top-8 after one dense layer
 PUBLISHED["kimi-linear-48b-a3b"] = ("KimiLinearConfig", {})
 CAUSAL_LM["KimiLinearConfig"] = "KimiLinearForCausalLM"
+# issue 33's long tail (encoders, decoders, encoder-decoders): the installed transformers'
+# config class defaults, which are the checkpoints their docstrings name, except where noted
+PUBLISHED["roformer-chinese-base"] = ("RoFormerConfig", {})  # junnyu/roformer_chinese_base
+CAUSAL_LM["RoFormerConfig"] = "RoFormerForMaskedLM"
+PUBLISHED["ibert-roberta-base"] = (  # kssteven/ibert-roberta-base: roberta-base's sizes, as
+    "IBertConfig",  # recalled (IBertConfig's defaults are BERT's vocabulary and positions)
+    dict(
+        vocab_size=50265,
+        max_position_embeddings=514,
+        type_vocab_size=1,
+        layer_norm_eps=1e-5,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+    ),
+)
+CAUSAL_LM["IBertConfig"] = "IBertForMaskedLM"
+PUBLISHED["gte-multilingual-base"] = ("GteConfig", {})  # GteConfig's defaults
+CAUSAL_LM["GteConfig"] = "GteForMaskedLM"
+PUBLISHED["xglm-564m"] = ("XGLMConfig", {})  # facebook/xglm-564M
+CAUSAL_LM["XGLMConfig"] = "XGLMForCausalLM"
+PUBLISHED["biogpt"] = ("BioGptConfig", {})  # microsoft/biogpt
+CAUSAL_LM["BioGptConfig"] = "BioGptForCausalLM"
+PUBLISHED["blenderbot-3b"] = ("BlenderbotConfig", {})  # facebook/blenderbot-3B
+CAUSAL_LM["BlenderbotConfig"] = "BlenderbotForConditionalGeneration"
+PUBLISHED["blenderbot-small-90m"] = (  # facebook/blenderbot_small-90M, as recalled: its
+    "BlenderbotSmallConfig",  # 54,944-token vocabulary, scaled embeddings
+    dict(vocab_size=54944, scale_embedding=True),
+)
+CAUSAL_LM["BlenderbotSmallConfig"] = "BlenderbotSmallForConditionalGeneration"
+PUBLISHED["rembert"] = ("RemBertConfig", {})  # google/rembert
+CAUSAL_LM["RemBertConfig"] = "RemBertForMaskedLM"
+PUBLISHED["mpnet-base"] = (  # microsoft/mpnet-base: MPNetConfig's defaults but its 514
+    "MPNetConfig",  # position rows (RoBERTa's 512 + 2), as recalled
+    dict(max_position_embeddings=514),
+)
+CAUSAL_LM["MPNetConfig"] = "MPNetForMaskedLM"
+PUBLISHED["ernie-3.0-base-zh"] = (  # nghuyong/ernie-3.0-base-zh, as recalled: a 40k Chinese
+    "ErnieConfig",  # vocabulary, 2,048 positions, 4 token types, task types on
+    dict(
+        vocab_size=40000,
+        max_position_embeddings=2048,
+        type_vocab_size=4,
+        use_task_id=True,
+        task_type_vocab_size=3,
+        hidden_act="gelu",
+        pad_token_id=0,
+    ),
+)
+CAUSAL_LM["ErnieConfig"] = "ErnieForMaskedLM"
+PUBLISHED["led-base-16384"] = (  # allenai/led-base-16384, as recalled (LEDConfig's defaults are
+    "LEDConfig",  # led-large's sizes)
+    dict(
+        d_model=768,
+        encoder_layers=6,
+        decoder_layers=6,
+        encoder_attention_heads=12,
+        decoder_attention_heads=12,
+        encoder_ffn_dim=3072,
+        decoder_ffn_dim=3072,
+        attention_window=[1024] * 6,
+    ),
+)
+CAUSAL_LM["LEDConfig"] = "LEDForConditionalGeneration"

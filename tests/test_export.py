@@ -185,6 +185,7 @@ EXTRA = {
         "block_multiple_of": 16,
     },  # its MLP is always 4 x n_embd
     "longformer": {"attention_window": [4, 6]},  # a window per layer: layers: overrides
+    "led": {"attention_window": 4},  # transformers pads rows to the window: keep it short
     "deepseek_v3": {  # a routed layer after a dense one, group routing, small MLA, YaRN
         "first_k_dense_replace": 1,
         "n_group": 2,

@@ -77,7 +77,7 @@ def test_refused_types_name_the_missing_mechanism_here_and_in_from_hf(report, tm
         "status": "refused",
         "detail": "differential attention",
     }
-    assert rows["xglm"]["detail"] == "not examined"
+    assert rows["encoder-decoder"]["detail"] == "not examined"
     assert rows["gemma3"]["status"] == rows["clip"]["status"] == "out of scope"
     assert rows["visual_bert"]["detail"] == "inputs beyond text (visual_embedding_dim)"
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "diffllama"}))

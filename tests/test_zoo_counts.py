@@ -279,7 +279,7 @@ FROZEN = {
 
 # zoo specs typed from their published configs (tests/published_configs.py)
 for _name, (_config, _kwargs) in PUBLISHED.items():
-    _frozen = _config in ("MarianConfig", "PegasusConfig")  # saved sinusoidal tables
+    _frozen = _config in ("MarianConfig", "PegasusConfig", "RoFormerConfig")  # saved sinusoids
     _exclude, _why = FROZEN.get(_config, (MARIAN_EXCLUDE, MARIAN_WHY) if _frozen else ((), ""))
     HF_COUNTERPARTS[_name] = Counterpart(
         lambda c=_config, k=_kwargs: (

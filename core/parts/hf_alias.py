@@ -80,7 +80,12 @@ class _Renaming(Converter):
             if theirs in config and ours not in config:
                 config[ours] = config[theirs]
         spec = super().to_spec(config, tensor_names)
-        return _merged(spec, spec_parts(self.alias.fixed)) if self.alias.fixed else spec
+        spec = _merged(spec, spec_parts(self.alias.fixed)) if self.alias.fixed else spec
+        if spec["family"] != "encoder-decoder":  # one stack: a fixed `decoder:` section's
+            section = spec.pop("decoder", None)  # parts are the decoder-alone model's own
+            if section and spec["family"] == "decoder":
+                spec = _merged(spec, section)
+        return spec
 
 
 def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

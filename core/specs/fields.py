@@ -85,6 +85,7 @@ STACK_KEYS: tuple[str, ...] = (
     "n_heads",
     "head_dim",
     "d_ff",
+    "max_len",  # a stack's position table (LED: a 16k encoder, a 1k decoder)
     "dropout",
     "attention_dropout",
     *(key for key in COMPONENT_KEYS if key != "head"),  # the head sits on the last stack only

@@ -9,12 +9,14 @@ from .bart import BartConverter
 from .bert import RobertaConverter
 from .llama import LlamaConverter
 from .mamba import MambaConverter
+from .mbart import MBartConverter
 from .mistral import MistralConverter
 from .qwen import Qwen2Converter
 from .t5 import T5Converter
 from .xlm import XLMConverter
 
 DECODER_ONLY = ("Model", "ForCausalLM")  # types transformers runs with Llama's classes
+SEQ2SEQ_LM = ("Model", "ForConditionalGeneration", "ForCausalLM")  # no classification heads
 
 ALIASES = (
     Alias("camembert", RobertaConverter, "Camembert", note="RoBERTa's classes"),
@@ -50,6 +52,24 @@ ALIASES = (
         defaults={"scale_embedding": True},
         tasks=("Model", "ForConditionalGeneration", "ForSequenceClassification", "ForCausalLM"),
         note="BART with scaled embeddings",
+    ),
+    Alias(  # positions by index from row 0, no embedding norm
+        "blenderbot",
+        MBartConverter,
+        "Blenderbot",
+        defaults={"pad_token_id": 0},
+        fixed="embedding: {norm: false}, position: {offset: 0}",
+        tasks=SEQ2SEQ_LM,
+        note="mBART's pre-LN layout without an embedding norm, positions from row 0",
+    ),
+    Alias(  # its decoder normalises the token vectors before the positions join
+        "blenderbot-small",
+        BartConverter,
+        "BlenderbotSmall",
+        defaults={"pad_token_id": 0},
+        fixed="position: {offset: 0}, decoder: {embedding: {positions_after_norm: true, scale: false}}",
+        tasks=SEQ2SEQ_LM,
+        note="BART with positions from row 0 and the decoder's norm before its positions",
     ),
     Alias("mvp", BartConverter, "Mvp", requires={"use_prompt": False}, note="BART without prompts"),
     Alias(  # FlauBERT's pre_norm layers end without a final norm: refused; layerdrop: training

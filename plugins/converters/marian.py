@@ -18,7 +18,14 @@ from .common import DECODER_LM, HEADLESS, table
 
 class SavedSinusoidsConverter(Converter):
     """A type that saves its sinusoidal table as a frozen weight (Marian, Pegasus): archzoo
-    computes the table, after checking the saved one is that table (a trained one is not)."""
+    computes the table, after checking the saved one is that table (a trained one is not).
+    `saved_sinusoids`: the stacks that save one; `sinusoid_width`: its columns."""
+
+    saved_sinusoids: tuple[str, ...] = ("encoder", "decoder")
+
+    def sinusoid_width(self, spec: Mapping[str, Any]) -> int:
+        """The saved table's width: d_model (a table added to the embeddings)."""
+        return int(spec["d_model"])
 
     def import_state(
         self, src: TensorSource, config: dict[str, Any], names: Any, ctx: dict[str, Any]
@@ -49,9 +56,9 @@ class SavedSinusoidsConverter(Converter):
         out = super().export_state(state, names, ctx, prefix, task)
         prefix = self.export_prefix(task) if prefix is None else prefix
         dtype = next((t.dtype for t in state.values() if t.is_floating_point()), None)
-        n, dim = ctx["max_len"], ctx["d_model"]
+        n, dim = ctx["max_len"], self.sinusoid_width(ctx)
         table = sinusoidal_table(torch.arange(n), dim, layout="halves").to(dtype)  # (n, dim)
-        for stack in ("encoder", "decoder"):
+        for stack in self.saved_sinusoids:
             out[f"{prefix}{stack}.embed_positions.weight"] = table
         return out
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 WORD = "{s}.embedding.word"
 TOKEN_TYPE = "{s}.embedding.token_type"
+TASK_TYPE = "{s}.embedding.task_type"  # token embedding task_types: ERNIE's task_type_ids table
 EMBED_NORM = "{s}.embedding.norm"
 EMBED_PROJECT = "{s}.embedding.project"  # factorized embedding: width E -> d_model
 POSITION = "{s}.position.table"  # learned table or T5's bucket bias

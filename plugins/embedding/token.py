@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from archzoo.parts.component import dropout_param, param
 from archzoo.parts.interfaces import Embedding, NormFactory
+
+TASK_TYPES = "task_type_ids"  # the per-batch input a task-type table reads
 
 
 class TokenEmbedding(Embedding, name="token"):
@@ -20,6 +24,13 @@ class TokenEmbedding(Embedding, name="token"):
         word_types: bool = param(False, "token_type_ids index the token table instead (XLM)")
         n_langs: int = param(
             0, "language ids (XLM's `langs` input) with a table of their own", min=0
+        )
+        task_types: int = param(
+            0,
+            "task-type ids (the `task_type_ids` input, zeros when not given) with a table of "
+            "their own, added after the positions (ERNIE's use_task_id); 0 for none",
+            min=0,
+            max=65536,
         )
         scale: bool = param(False, "multiply token vectors by sqrt(d_model) (Vaswani et al.)")
         multiplier: float = param(
@@ -35,6 +46,11 @@ class TokenEmbedding(Embedding, name="token"):
             "add the position vectors to the token vectors first, then languages and types "
             "(DeBERTa's and XLM's order; default: positions last, as BERT)",
         )
+        positions_after_norm: bool = param(
+            False,
+            "add the position vectors after the embedding norm, not before it "
+            "(BlenderbotSmall's decoder normalises the token vectors alone)",
+        )
         dropout: float | None = dropout_param("dropout on the output (null: model dropout)")
 
     def __init__(self, cfg: Any, dims: Any, *, make_norm: NormFactory) -> None:
@@ -44,8 +60,12 @@ class TokenEmbedding(Embedding, name="token"):
         self.token_type = nn.Embedding(cfg.type_vocab_size, width) if cfg.type_vocab_size else None
         n_langs = getattr(cfg, "n_langs", 0)  # subclasses with a Config of their own
         self.lang = nn.Embedding(n_langs, width) if n_langs else None
+        task_types = getattr(cfg, "task_types", 0)
+        self.task_type = nn.Embedding(task_types, width) if task_types else None
+        self.inputs = (TASK_TYPES,) if task_types else ()
         self.word_types = getattr(cfg, "word_types", False)
         self.positions_first = getattr(cfg, "positions_first", False)
+        self.positions_after_norm = getattr(cfg, "positions_after_norm", False)
         self.norm = make_norm(dim=width) if cfg.norm else None
         self.dropout = nn.Dropout(dims.dropout if cfg.dropout is None else cfg.dropout)
         self.multiplier = (width**0.5 if cfg.scale else 1.0) * getattr(cfg, "multiplier", 1.0)
@@ -70,12 +90,31 @@ class TokenEmbedding(Embedding, name="token"):
     def languages(self) -> int:
         return 0 if self.lang is None else self.lang.num_embeddings
 
+    def task_type_ids(self, input_ids: Tensor, given: Tensor | None) -> Tensor:
+        """The batch's task types (B, T), zeros when not given; out-of-range ids refused."""
+        if given is None:
+            return input_ids.new_zeros(input_ids.shape)
+        n = self.task_type.num_embeddings
+        if tuple(given.shape) != tuple(input_ids.shape):
+            raise ValueError(
+                f"{TASK_TYPES} of shape {tuple(given.shape)} does not match input_ids' "
+                f"{tuple(input_ids.shape)}"
+            )
+        if (
+            given.device.type != "meta"
+            and given.numel()
+            and not 0 <= int(given.min()) <= int(given.max()) < n
+        ):
+            raise ValueError(f"{TASK_TYPES} must lie in [0, {n}) (embedding.task_types {n})")
+        return given.to(device=input_ids.device, dtype=torch.long)
+
     def embed(
         self,
         input_ids: Tensor,
         token_type_ids: Tensor | None,
         position_embeds: Tensor | None,
         langs: Tensor | None = None,
+        task_type_ids: Tensor | None = None,
     ) -> Tensor:
         """Scaled token vectors (+ languages) + token types + positions, normalised:
         (B, T, embed_width)."""
@@ -92,11 +131,16 @@ class TokenEmbedding(Embedding, name="token"):
             x = x + self.token_type(token_type_ids)
         elif self.word_types and token_type_ids is not None:
             x = x + self.word(token_type_ids)
+        late = None
+        if self.positions_after_norm:
+            late, position_embeds = position_embeds, None
         if position_embeds is not None:
             x = x + position_embeds.to(x.dtype)
+        if self.task_type is not None:
+            x = x + self.task_type(self.task_type_ids(input_ids, task_type_ids))
         if self.norm is not None:
             x = self.norm(x)
-        return x
+        return x if late is None else x + late.to(x.dtype)
 
     def forward(
         self,
@@ -104,9 +148,11 @@ class TokenEmbedding(Embedding, name="token"):
         token_type_ids: Tensor | None = None,
         position_embeds: Tensor | None = None,
         langs: Tensor | None = None,
+        inputs: Mapping[str, Tensor] | None = None,
     ) -> Tensor:
         late = self.late_positions()
-        x = self.embed(input_ids, token_type_ids, None if late else position_embeds, langs)
+        tasks = (inputs or {}).get(TASK_TYPES)
+        x = self.embed(input_ids, token_type_ids, None if late else position_embeds, langs, tasks)
         return self.finish(x, position_embeds if late else None)
 
     def late_positions(self) -> bool:

@@ -30,6 +30,9 @@ class GLUFeedForward(FeedForward, name="glu"):
             " (T5 v1.1's gelu_new), reglu=ReLU",
         )
         bias: bool = param(False, "biases on the three projections")
+        down_bias: bool | None = param(
+            None, "a bias on the down projection (null: as `bias`; GTE: true, gate and up none)"
+        )
         inner_dropout: float = param(0.0, "dropout on the gated product", min=0.0, lt=1.0)
         gate_scale: float = param(
             1.0, "multiply the gate projection by this before the activation (muP)"
@@ -40,7 +43,8 @@ class GLUFeedForward(FeedForward, name="glu"):
         super().__init__(cfg, dims)
         self.gate = nn.Linear(dims.d_model, dims.d_ff, bias=cfg.bias)
         self.up = nn.Linear(dims.d_model, dims.d_ff, bias=cfg.bias)
-        self.down = nn.Linear(dims.d_ff, dims.d_model, bias=cfg.bias)
+        down_bias = cfg.bias if cfg.down_bias is None else cfg.down_bias
+        self.down = nn.Linear(dims.d_ff, dims.d_model, bias=down_bias)
         self.act = ACTIVATIONS[GATES[cfg.activation]]
         self.dropout = nn.Dropout(cfg.inner_dropout)
 

@@ -33,12 +33,24 @@ class MLMHead(Head, name="mlm", mup=True):
         transform: bool = param(True, "dense + activation + norm before the decoder (XLM: none)")
         dense_bias: bool = param(True, "a bias on the transform's dense layer")
         decoder_bias: bool = param(True, "a bias on the decoder (ModernBERT: decoder_bias)")
+        width: int | None = param(
+            None,
+            "the transform's output width, which the decoder reads (null: the embedding's; "
+            "RemBERT: its wider output_embedding_size, with an untied decoder)",
+            min=1,
+        )
 
     def __init__(
         self, cfg: Any, dims: Any, *, embedding: Embedding, make_norm: NormFactory, **_: Any
     ) -> None:
         super().__init__(cfg, dims)
-        width = embedding.embed_width(embedding.cfg, embedding.dims)
+        table = embedding.embed_width(embedding.cfg, embedding.dims)
+        width = table if cfg.width is None else cfg.width
+        if cfg.tie and width != table:
+            raise ValueError(
+                f"head 'mlm': width {width} cannot tie to the {table}-wide token table; "
+                "set tie: false"
+            )
         self.dense = self.norm = None
         if cfg.transform:
             self.dense = nn.Linear(dims.d_model, width, bias=cfg.dense_bias)

@@ -20,8 +20,10 @@ class MultipleChoiceHead(PooledHead, name="multiple_choice", choices=True):
     families = ("encoder",)
 
     class Config(PoolerConfig):
-        pooling: Literal["cls", "mean", "last"] = param(
-            "cls", "which vector represents a choice's sequence"
+        pooling: Literal["cls", "mean", "last", "end"] = param(
+            "cls",
+            "which vector represents a choice's sequence (last: its last real token; end: "
+            "its last place, padding or not, as RoFormer's sequence summary reads it)",
         )
         dropout: float | None = param(
             None, "dropout before the scorer (null: model dropout)", min=0.0, lt=1.0

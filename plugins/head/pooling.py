@@ -1,5 +1,5 @@
-"""Sequence pooling (first token, mean, max, last real token, last place of a token id:
-BART's and T5's <eos>) and the optional pooler (dense + activation, then a norm) that heads
+"""Sequence pooling (first token, mean, max, last real token, the row's last place padding
+or not, last place of a token id: BART's and T5's <eos>) and the optional pooler (dense + activation, then a norm) that heads
 put before their output layer."""
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ def pool(hidden: Tensor, attention_mask: Tensor | None, how: str) -> Tensor:
     """(B, T, D) -> (B, D)."""
     if how == "cls":
         return hidden[:, 0]
+    if how == "end":  # the row's last place, a pad or not (RoFormer's sequence summary)
+        return hidden[:, -1]
     if attention_mask is None:
         attention_mask = torch.ones(hidden.shape[:2], dtype=torch.bool, device=hidden.device)
     m = attention_mask.to(hidden.dtype)[..., None]  # (B, T, 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -10,6 +11,9 @@ from torch import Tensor, nn
 
 from archzoo.parts.component import param
 from archzoo.parts.interfaces import Position
+
+from .counting import CountedPositions, count_param
+from .learned import LearnedPosition
 
 
 def t5_buckets(
@@ -30,16 +34,27 @@ def t5_buckets(
     return out + torch.where(n < exact, n, far)
 
 
-class T5RelativePosition(Position, name="t5_relative", bias=True):
+class T5RelativePosition(CountedPositions, Position, name="t5_relative", bias=True, embed=True):
     """T5 bucketed relative bias: one learned scalar per head and distance bucket"""
 
     class Config:
         n_buckets: int = param(32, "number of distance buckets", min=2, max=65536)
         max_distance: int = param(128, "distances beyond this share the last bucket", min=2)
         per_layer: bool = param(False, "one table per layer (UMT5) instead of one per stack")
+        absolute: bool = param(
+            False, "also add a learned vector per position to the embeddings (MPNet)"
+        )
+        offset: int = param(0, "absolute: added to every position id (MPNet: 2)", min=0)
+        count: str = count_param()  # distances between real tokens are the same either way
 
     def __init__(self, cfg: Any, dims: Any, *, causal: bool = False) -> None:
         super().__init__(cfg, dims, causal=causal)
+        self.absolute = None
+        if cfg.absolute:
+            table = LearnedPosition.Config(offset=cfg.offset, count=cfg.count)
+            self.absolute = LearnedPosition(table, dims)
+        else:  # this instance adds nothing to the embeddings
+            self.capabilities = replace(self.capabilities, embed=False)
         self.per_layer = cfg.per_layer
         if cfg.per_layer:
             n = dims.n_layers
@@ -47,7 +62,24 @@ class T5RelativePosition(Position, name="t5_relative", bias=True):
         else:
             self.table = nn.Embedding(cfg.n_buckets, dims.n_heads)
 
+    @classmethod
+    def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
+        if cfg.absolute:
+            return LearnedPosition.check(cfg, dims)  # its count and offset
+        if cfg.offset or cfg.count != "index":
+            return [("absolute", "offset and count number the absolute vectors: set it")]
+        return []
+
+    def embed(self, positions: Tensor) -> Tensor | None:
+        return None if self.absolute is None else self.absolute.embed(positions)
+
+    def position_limit(self) -> int | None:
+        return None if self.absolute is None else self.absolute.position_limit()
+
     def prepare(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        if self.cfg.count == "tokens":  # counted ids number the vectors; distances by index
+            k_pos = torch.arange(k_pos.shape[1], device=k_pos.device).expand_as(k_pos)
+            q_pos = k_pos[:, k_pos.shape[1] - q_pos.shape[1] :]  # (B, Tq): the last Tq
         distance = k_pos[:, None, :] - q_pos[:, :, None]  # (B, Tq, Tk)
         buckets = t5_buckets(
             distance,
