@@ -14,7 +14,8 @@ import torch
 from conftest import tiny
 
 import archzoo
-from archzoo.parts.cache import LayerCache, StateCache
+from archzoo.model.stack import layer_cache
+from archzoo.parts.cache import LayerCache, PartsCache, StateCache
 from archzoo.parts.interfaces import AttentionContext
 from archzoo.parts.masks import AttentionMask
 
@@ -28,6 +29,14 @@ MIXERS = {  # chunks of 4: the 9-token prompt spans two chunks and a remainder
     "lightning": {"block_size": 4},
     "kimi_delta": {"n_heads": 2, "chunk_size": 4},
     "gated_mha": {"n_kv_heads": 2},  # Qwen3-Next's attention layer (a KV cache, not a state)
+    "side_by_side": {  # Falcon-H1's layer: Mamba 2 beside attention, a cache of each
+        "mixers": [
+            {"kind": "mamba2", "d_inner": 48, "head_dim": 12, "state_size": 8, "chunk_size": 4},
+            {"kind": "mha", "n_kv_heads": 2},
+        ],
+        "input_scales": [1.2, 0.9],
+        "output_scales": [0.8, 1.1],
+    },
 }
 
 
@@ -35,18 +44,14 @@ def spec(name: str) -> dict:
     return {**tiny(n_layers=1), **BASE, "attention": {"kind": name, **MIXERS[name]}}
 
 
-def new_cache(m: torch.nn.Module) -> LayerCache | StateCache:
-    shapes = m.state_shapes()
-    if shapes is not None:
-        return StateCache(shapes, 2, dtype=torch.float32, device=torch.device("cpu"))
-    (n_kv, head_dim), values, window = m.cache_shapes()
-    return LayerCache(
-        2, n_kv, head_dim, PROMPT + 1, window=window, dtype=torch.float32,
-        device=torch.device("cpu"), value_shape=values,
-    )  # fmt: skip
+def new_cache(m: torch.nn.Module) -> LayerCache | StateCache | PartsCache:
+    """The layer's cache as a decoding stack makes it (keys/values, a state, or both)."""
+    return layer_cache(m, 2, PROMPT + 1, next(m.parameters()))
 
 
-def cached(cache: LayerCache | StateCache) -> list[torch.Tensor]:
+def cached(cache: LayerCache | StateCache | PartsCache) -> list[torch.Tensor]:
+    if isinstance(cache, PartsCache):
+        return [t for part in cache.parts for t in cached(part)]
     if isinstance(cache, StateCache):
         return list(cache.tensors.values())
     return [cache.k[:, :, : cache.length], cache.v[:, :, : cache.length]]
