@@ -91,6 +91,33 @@ def test_every_first_run_command_works(tmp_path, monkeypatch):
     assert model.spec.data["d_model"] == 64 and model.spec.data["vocab_size"] == 260
 
 
+def test_the_hybrid_recipe_commands_work(tmp_path, monkeypatch):
+    """The README's hybrid recipe, with 2 steps: `zoo train` on the hybrid spec, then `zoo
+    compare` with its attention-only sibling at matched parameters."""
+    import argparse
+    import inspect
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    (tmp_path / "corpus.txt").write_text(inspect.getsource(argparse), encoding="utf-8")
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    commands = section_commands("### A hybrid stack against its attention-only sibling")
+    assert [c.split()[:2] for c in commands] == [["zoo", "train"], ["zoo", "compare"]]
+    outputs = []
+    for command in commands:
+        command, n = re.subn(r"--steps \d+", "--steps 2", command)
+        assert n == 1
+        result = CliRunner().invoke(main, shlex.split(command)[1:])
+        assert result.exit_code == 0, (command, result.output, result.exception)
+        outputs.append(result.output)
+    trained, compared = outputs
+    assert "wrote runs/hybrid: model.safetensors, spec.yaml, tokenizer.json" in trained
+    kinds = [b.attention.name for b in archzoo.load(tmp_path / "runs" / "hybrid").decoder.blocks]
+    assert kinds == ["gated_deltanet", "mha"]
+    assert re.search(r"^char-rotary +116,736 ", compared, re.M)  # matched within 2%
+    assert re.search(r"^char-hybrid \(d_ff=236\) +116,720 ", compared, re.M)
+
+
 def test_the_training_section_example_is_a_valid_spec():
     """Its `zoo train gpt2 --set ...` line once asked for d_model 256 with GPT-2's 12 heads."""
     (command, *_) = section_commands("## Training from files (`zoo train`)", "docs/training.md")
