@@ -1822,3 +1822,5 @@ PUBLISHED["led-base-16384"] = (  # allenai/led-base-16384, as recalled (LEDConfi
     ),
 )
 CAUSAL_LM["LEDConfig"] = "LEDForConditionalGeneration"
+PUBLISHED["apertus-v1.5-8b-text"] = ("Apertus1p5TextConfig", {})  # defaults: Apertus 1.5's text
+CAUSAL_LM["Apertus1p5TextConfig"] = "Apertus1p5TextForCausalLM"

@@ -100,6 +100,7 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
     "helium": (DECODER, (*DECODER_TASKS, "ForTokenClassification")),
     "ernie4_5": ({**DECODER, "use_bias": True}, ("ForCausalLM", "Model")),
     "internlm3": ({**DECODER, "qkv_bias": True, "bias": True}, ("ForCausalLM", "Model")),
+    "apertus1p5_text": (DECODER, ("ForCausalLM", "Model")),
     # converters (one small file each) over Llama's table
     "arcee": ({**DECODER, "mlp_bias": True}, (*DECODER_TASKS, "ForQuestionAnswering")),
     "nemotron": ({**DECODER, "attention_bias": True}, (*DECODER_TASKS, "ForTokenClassification")),

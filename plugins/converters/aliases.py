@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from archzoo.parts.hf_alias import Alias
 
+from .apertus import ApertusConverter
 from .bart import BartConverter
 from .bert import RobertaConverter
 from .llama import LlamaConverter
@@ -97,6 +98,14 @@ ALIASES = (
         fixed="position: {interleaved: true}",
         tasks=DECODER_ONLY,
         note="Llama's layout with rotary on adjacent pairs and one bias switch",
+    ),
+    Alias(  # its LM head may be pruned to a text prefix of the vocabulary: refused then
+        "apertus1p5_text",
+        ApertusConverter,
+        "Apertus1p5Text",
+        requires={"output_vocab_size": None},
+        tasks=DECODER_ONLY,
+        note="Apertus's layout (the text model of Apertus 1.5) with a full-width LM head",
     ),
     Alias(
         "internlm3",
