@@ -318,3 +318,23 @@ def test_sparsemixer_picks_weights_and_gradients_equal_transformers(training):
         )
         near = scores.masked_fill(gap > 0.2, float("-inf")).softmax(-1)
         assert torch.allclose(w2[:, :1], near.gather(-1, best), atol=1e-12)
+
+
+@pytest.mark.parametrize("model_type", ["minicpm3", "glm4_moe_lite"])
+def test_latent_norms_keep_their_own_epsilon(tmp_path, model_type):
+    """MiniCPM3's and GLM-4.7-Flash's q_a / kv_a latent norms use 1e-6 whatever rms_norm_eps
+    says (transformers builds them without eps): with rms_norm_eps 0.3 on the model's norms
+    the logits still equal transformers' (a shared epsilon would move them by ~1e-1)."""
+    kwargs = {**DECODER, **SMALL_MLA, "rms_norm_eps": 0.3}
+    if model_type == "glm4_moe_lite":
+        kwargs["mlp_layer_types"] = ["dense", "dense"]
+    config = hf.AutoConfig.for_model(model_type, **kwargs)
+    torch.manual_seed(0)
+    ref = model_class(get_registry().converter(model_type), "ForCausalLM", config, None)(config)
+    perturb(ref, scale=0.1)
+    ref.eval()
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / model_type))
+    assert ours.spec.data["attention"]["latent_norm_eps"] == 1e-6
+    batch, mask = inputs(ref)
+    with torch.no_grad():
+        assert max_diff_unpadded(ours(**batch).logits, ref(**batch).logits, mask) <= 1e-4

@@ -40,6 +40,7 @@ class Glm4MoeLiteConverter(
                 f"config.json mlp_layer_types={kinds!r}: expected {n} of 'dense' / 'sparse'"
             )
         dense = [i for i, kind in enumerate(kinds) if kind == "dense"]
+        spec["attention"]["latent_norm_eps"] = 1e-6  # Glm4MoeLiteRMSNorm's default there
         spec.pop("layers", None)
         if dense:  # these layers keep a dense SwiGLU of intermediate_size
             spec["layers"] = [{"select": dense, "ffn": {"kind": "glu", "activation": "swiglu"}}]

@@ -51,6 +51,7 @@ class MiniCPM3Converter(DeepseekV3Converter, model_type="minicpm3", hf_prefix="M
         if "q_lora_rank" in config and config["q_lora_rank"] is None:  # stated: a plain q
             spec["attention"]["q_lora_rank"] = None  # (absent: the default 768)
         spec.pop("layers", None)
+        spec["attention"]["latent_norm_eps"] = 1e-6  # MiniCPM3RMSNorm's default there
         spec["position"]["interleaved"] = False
         n = spec["n_layers"]
         depth = config.get("scale_depth")
