@@ -1824,3 +1824,8 @@ PUBLISHED["led-base-16384"] = (  # allenai/led-base-16384, as recalled (LEDConfi
 CAUSAL_LM["LEDConfig"] = "LEDForConditionalGeneration"
 PUBLISHED["apertus-v1.5-8b-text"] = ("Apertus1p5TextConfig", {})  # defaults: Apertus 1.5's text
 CAUSAL_LM["Apertus1p5TextConfig"] = "Apertus1p5TextForCausalLM"
+PUBLISHED["switch-base-8"] = (  # google/switch-base-8: the config class's defaults but every
+    "SwitchTransformersConfig",  # other layer routed (6 of 12 per stack), as recalled
+    dict(num_sparse_encoder_layers=6, num_sparse_decoder_layers=6),
+)
+CAUSAL_LM["SwitchTransformersConfig"] = "SwitchTransformersForConditionalGeneration"

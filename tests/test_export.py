@@ -186,6 +186,12 @@ EXTRA = {
     },  # its MLP is always 4 x n_embd
     "longformer": {"attention_window": [4, 6]},  # a window per layer: layers: overrides
     "led": {"attention_window": 4},  # transformers pads rows to the window: keep it short
+    "switch_transformers": {  # layer 1 of each stack routed, 3 tokens per expert and row
+        "num_sparse_encoder_layers": 1,
+        "num_sparse_decoder_layers": 1,
+        "num_experts": 4,
+        "expert_capacity": 3,
+    },
     "deepseek_v3": {  # a routed layer after a dense one, group routing, small MLA, YaRN
         "first_k_dense_replace": 1,
         "n_group": 2,

@@ -1,6 +1,7 @@
 """The long tail's encoders, decoders and encoder-decoders of issue 33 that archzoo's parts
-express (RoFormer, I-BERT, GTE; XGLM, BioGPT; Blenderbot, BlenderbotSmall), each from a tiny
-perturbed transformers model with a padded row: every task class transformers has for it
+express (RoFormer, I-BERT, GTE, MPNet, RemBERT, ERNIE; XGLM, BioGPT; Blenderbot,
+BlenderbotSmall, LED, Switch Transformers), each from a tiny perturbed transformers model
+with a padded row: every task class transformers has for it
 gives transformers' outputs within 1e-4 (and its loss within 1e-5, for the encoders), the
 decoders and encoder-decoders generate transformers' greedy tokens with the cache. (Their
 export round trip is tests/test_export.py's sweep of every registered type; their zoo
@@ -176,6 +177,23 @@ GENERATIVE: dict[str, tuple[dict, tuple[str, ...]]] = {
         ("ForConditionalGeneration", "Model", "ForQuestionAnswering"),
     ),
 }
+GENERATIVE["switch_transformers"] = (  # layer 1 of each stack routed; 3 tokens per expert
+    dict(
+        vocab_size=V,
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_layers=2,
+        num_heads=4,
+        num_decoder_layers=2,  # the config class's default is 12, not num_layers
+        num_sparse_encoder_layers=1,
+        num_sparse_decoder_layers=1,
+        num_experts=4,
+        expert_capacity=3,
+        decoder_start_token_id=0,
+    ),
+    ("ForConditionalGeneration", "Model", "EncoderModel"),
+)
 GENERATIVE_CASES = [(t, task) for t, (_, tasks) in GENERATIVE.items() for task in tasks]
 
 
@@ -202,9 +220,10 @@ def test_generative_task_matches_transformers_outputs(tmp_path, model_type, task
     ids, mask = padded_batch(V)
     ids = ids.masked_fill(mask == 0, ref.config.pad_token_id)  # the classifier finds its pads
     batch = {"input_ids": ids, "attention_mask": mask}
-    if ref.config.is_encoder_decoder and task == "ForSequenceClassification":
+    two_stacks = ours.family == "encoder-decoder"
+    if two_stacks and task == "ForSequenceClassification":
         batch = eos_batch(ref.config.eos_token_id, ref.config.decoder_start_token_id)
-    elif ref.config.is_encoder_decoder and task != "ForCausalLM":
+    elif two_stacks:
         batch["decoder_input_ids"] = padded_batch(V, length=6)[0]
         mask = torch.ones_like(batch["decoder_input_ids"])  # compared on decoder positions
     with torch.no_grad():
@@ -245,3 +264,37 @@ def test_led_global_rows_match_transformers(tmp_path):
         plain = ours(**feed).logits
     assert (got - want).abs().max().item() <= 1e-4
     assert (got - plain).abs().max().item() > 1e-3  # the global rows change the numbers
+
+
+def test_expert_capacity_drops_a_rows_later_tokens_as_a_dense_loop_does():
+    """moe capacity: per row, an expert serves its first `capacity` tokens in order; a loop
+    over the tokens is the reference."""
+    from archzoo.plugins.ffn.moe import within_capacity
+
+    g = torch.Generator().manual_seed(5)
+    experts = torch.randint(0, 3, (4, 12), generator=g)
+    want = torch.zeros(4, 12, dtype=torch.bool)
+    for b in range(4):
+        seen = [0, 0, 0]
+        for t in range(12):
+            seen[experts[b, t]] += 1
+            want[b, t] = seen[experts[b, t]] <= 2
+    assert torch.equal(within_capacity(experts, 3, 2).view(4, 12), want)
+    assert not want.all()  # some tokens are dropped
+
+
+def test_switch_capacity_changes_the_numbers_as_in_transformers(tmp_path):
+    """With 3 tokens per expert a 10-token row drops tokens: archzoo's outputs still equal
+    transformers', and differ from the same model without a capacity."""
+    ref = tiny_generative("switch_transformers", "ForConditionalGeneration")
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "switch"))
+    routed = [b.ffn for b in ours.encoder.blocks if b.ffn.name == "moe"]
+    assert [f.cfg.capacity for f in routed] == [3]
+    ids, mask = padded_batch(V)
+    dec = padded_batch(V, length=6)[0]
+    with torch.no_grad():
+        got = ours(ids, attention_mask=mask, decoder_input_ids=dec).logits
+        for f in (*routed, *(b.ffn for b in ours.decoder.blocks if b.ffn.name == "moe")):
+            f.cfg.capacity = None
+        unlimited = ours(ids, attention_mask=mask, decoder_input_ids=dec).logits
+    assert (got - unlimited).abs().max().item() > 1e-3

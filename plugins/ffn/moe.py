@@ -86,6 +86,13 @@ class MoEFeedForward(KeepsFloat32, FeedForward, name="moe", aux_loss=True):
             None, "hidden size of the shared expert (null: d_expert x n_shared)", min=1
         )
         shared_gate: bool = param(False, "scale the shared expert by sigmoid(w . x) (Qwen2-MoE)")
+        capacity: int | None = param(
+            None,
+            "top-1 routing: each expert takes at most this many tokens of a row, in order; "
+            "later ones are dropped, their routed output 0 (Switch's expert_capacity); "
+            "null: no limit",
+            min=1,
+        )
         jitter: float = param(
             0.0, "training only: multiply inputs by U(1 - j, 1 + j)", min=0.0, lt=1.0
         )
@@ -142,6 +149,10 @@ class MoEFeedForward(KeepsFloat32, FeedForward, name="moe", aux_loss=True):
             )
         if cfg.router == "sparsemixer" and (cfg.top_k != 2 or cfg.n_groups > 1 or cfg.choice_bias):
             problems.append(("router", "sparsemixer picks top_k 2, without groups or choice_bias"))
+        if cfg.capacity is not None and cfg.top_k != 1:
+            problems.append(
+                ("capacity", f"expert capacity is counted for top_k 1, not {cfg.top_k}")
+            )
         if cfg.shared_gate and not cfg.n_shared:
             problems.append(("shared_gate", "needs n_shared >= 1"))
         if cfg.n_experts % cfg.n_groups:
@@ -207,6 +218,8 @@ class MoEFeedForward(KeepsFloat32, FeedForward, name="moe", aux_loss=True):
                 choice_bias=self.score_bias if cfg.choice_bias else None,
                 scale=cfg.routed_scale,
             )
+        if cfg.capacity is not None:
+            weights = weights * within_capacity(experts.view(B, T), cfg.n_experts, cfg.capacity)
         out = self.experts(h, weights if cfg.fp32_weights else weights.to(h.dtype), experts)
         if self.shared is not None:
             shared = self.shared(h)
@@ -263,6 +276,14 @@ class MoEFeedForward(KeepsFloat32, FeedForward, name="moe", aux_loss=True):
 
     def reset_aux_loss(self) -> None:
         self.routing = []
+
+
+def within_capacity(experts: Tensor, n_experts: int, capacity: int) -> Tensor:
+    """(B, T) top-1 expert of each token -> (B * T, 1): 1 where the token is among the first
+    `capacity` of its row sent to that expert, else 0 (Switch drops the rest)."""
+    onehot = nn.functional.one_hot(experts, n_experts)  # (B, T, E)
+    rank = (onehot.cumsum(dim=1) * onehot).sum(-1)  # (B, T): 1 for an expert's first token
+    return (rank <= capacity).reshape(-1, 1)
 
 
 def expert_activation(cfg: Any) -> Callable[[Tensor], Tensor]:
