@@ -1829,3 +1829,6 @@ PUBLISHED["switch-base-8"] = (  # google/switch-base-8: the config class's defau
     dict(num_sparse_encoder_layers=6, num_sparse_decoder_layers=6),
 )
 CAUSAL_LM["SwitchTransformersConfig"] = "SwitchTransformersForConditionalGeneration"
+# DiffLlamaConfig's defaults (its docstring names kajuma/DiffLlama-0.3B-handcut)
+PUBLISHED["diffllama-1.2b"] = ("DiffLlamaConfig", {})
+CAUSAL_LM["DiffLlamaConfig"] = "DiffLlamaForCausalLM"

@@ -132,6 +132,7 @@ ATTENTIONS = {  # a tiny model of each registered attention, and of the position
     "block_local-transient_global": ("long-t5-tglobal-base", {}),
     "disentangled": ("deberta-v3-base", {}),
     "mla": ("deepseek-v3", {"n_layers": 3, "attention.kv_lora_rank": 16}),
+    "diff_mha": ("diffllama-1.2b", {"head_dim": 8, "attention.n_kv_heads": 2}),  # 2 x hd values
 }
 
 

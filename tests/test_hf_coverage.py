@@ -72,17 +72,17 @@ def test_supported_types_are_the_converters_and_each_is_in_the_logits_sweep(repo
 
 def test_refused_types_name_the_missing_mechanism_here_and_in_from_hf(report, tmp_path):
     rows = {r["model_type"]: r for r in report}
-    assert rows["diffllama"] == {
-        "model_type": "diffllama",
+    assert rows["llama4_text"] == {
+        "model_type": "llama4_text",
         "status": "refused",
-        "detail": "differential attention",
+        "detail": "chunked attention with an L2 QK norm",
     }
     assert rows["encoder-decoder"]["detail"] == "not examined"
     assert rows["gemma3"]["status"] == rows["clip"]["status"] == "out of scope"
     assert rows["visual_bert"]["detail"] == "inputs beyond text (visual_embedding_dim)"
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "diffllama"}))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama4_text"}))
     (tmp_path / "model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")
-    with pytest.raises(archzoo.ConversionError, match=r"'diffllama' \(it needs differential "):
+    with pytest.raises(archzoo.ConversionError, match=r"'llama4_text' \(it needs chunked "):
         archzoo.from_hf(tmp_path)
 
 

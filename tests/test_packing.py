@@ -96,6 +96,7 @@ ATTENTIONS = {
     "lightning": {"block_size": 8},
     "kimi_delta": {"n_heads": 2, "chunk_size": 8},
     "gated_mha": {"n_kv_heads": 2},
+    "diff_mha": {"n_kv_heads": 2},
     "none": {},
     "side_by_side": {"mixers": [{"kind": "mamba2", "head_dim": 16, "chunk_size": 8}, "mha"]},
 }

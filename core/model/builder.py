@@ -145,7 +145,9 @@ def assemble(spec: Spec, plan: BuildPlan) -> ZooModel:
         blocks: dict[int, nn.Module] = {}
         for i, group in enumerate(stack.layer_map):
             if group not in blocks:
-                blocks[group] = make_block(stack.layers[i], stack.dims, cross=stack.role.cross)
+                blocks[group] = make_block(
+                    stack.layers[i], stack.dims, cross=stack.role.cross, index=i
+                )
         final = stack.layers[-1].block.cls.capabilities.final_norm
         layer_positions, position_of = layer_positions_of(stack)
         stacks[stack.role.which] = Stack(
@@ -193,13 +195,15 @@ def norm_factory(norm: Part, dims: Dims) -> NormFactory:
     return lambda dim=None, **options: norm.make(dims, dim=dim, **options)
 
 
-def make_block(layer: LayerPlan, dims: Dims, *, cross: bool) -> nn.Module:
-    """One block with its attention, ffn, norms and (in a cross stack) cross-attention."""
+def make_block(layer: LayerPlan, dims: Dims, *, cross: bool, index: int = 0) -> nn.Module:
+    """One block with its attention, ffn, norms and (in a cross stack) cross-attention; an
+    attention whose constructor takes `layer_index` gets the block's index in its stack."""
     att, make_norm = layer.attention, norm_factory(layer.norm, dims)
     norm = {"make_norm": make_norm} if takes_norm(att.cls) else {}
+    depth = {"layer_index": index} if takes_layer_index(att.cls) else {}
     return layer.block.make(
         dims,
-        attention=att.make(dims, **norm),
+        attention=att.make(dims, **norm, **depth),
         ffn=layer.ffn.make(dims),
         make_norm=make_norm,
         cross_attention=att.cls.cross_attention(att.config, dims, **norm) if cross else None,
@@ -210,6 +214,11 @@ def takes_norm(cls: type) -> bool:
     """Whether an attention's constructor takes the stack's norm factory (`make_norm`)."""
     params = inspect.signature(cls.__init__).parameters
     return "make_norm" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def takes_layer_index(cls: type) -> bool:
+    """Whether an attention's constructor takes its block's index (`layer_index`)."""
+    return "layer_index" in inspect.signature(cls.__init__).parameters
 
 
 TieGroups = list[list[tuple[nn.Module, str]]]

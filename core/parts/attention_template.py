@@ -142,7 +142,6 @@ class AttentionTemplate(KernelRunner, Attention):
     ) -> tuple[Tensor, Tensor | None]:
         """Steps 4-6 on projected, positioned and cached q (B, H, Tq, hd), k, v (B, Hkv, Tk,
         hd): the output (B, Tq, d_model) and the probabilities when asked."""
-        B, Tq, _ = x.shape
         mask = ctx.mask
         pattern = self.pattern(k.shape[2], q.device, ctx)
         if pattern is not None:
@@ -154,5 +153,10 @@ class AttentionTemplate(KernelRunner, Attention):
                 more["global_qkv"] = global_qkv
         scoring = self.make_scoring(q, k, ctx, **more)
         out, probs = self.run_kernel(q, k, v, mask, scoring)
-        out = out.transpose(1, 2).reshape(B, Tq, -1)  # (B, Tq, H*hd)
-        return self.out(out), probs
+        return self.merge_heads(out), probs
+
+    def merge_heads(self, out: Tensor) -> Tensor:
+        """Step 6: the kernel's heads (B, H, Tq, hd_v) through the output projection to
+        (B, Tq, d_model); a component that combines heads first (differential) overrides it."""
+        B, _, Tq, _ = out.shape
+        return self.out(out.transpose(1, 2).reshape(B, Tq, -1))  # (B, Tq, H*hd_v)

@@ -87,3 +87,7 @@ OUT_GATE = BLOCK + "attention.out_gate"  # lightning: the sigmoid gate on the no
 KDA_F_A, KDA_F_B, KDA_B, KDA_G_A, KDA_G_B = (
     BLOCK + "attention." + p for p in ("f_a", "f_b", "b", "g_a", "g_b")
 )
+# diff_mha: the four (hd,) vectors of lambda = exp(lq1 . lk1) - exp(lq2 . lk2) + lambda_init
+LAMBDA_Q1, LAMBDA_K1, LAMBDA_Q2, LAMBDA_K2 = (
+    BLOCK + "attention.lambda_" + p for p in ("q1", "k1", "q2", "k2")
+)
