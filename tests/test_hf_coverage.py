@@ -75,7 +75,8 @@ def test_refused_types_name_the_missing_mechanism_here_and_in_from_hf(report, tm
     assert rows["llama4_text"] == {
         "model_type": "llama4_text",
         "status": "refused",
-        "detail": "chunked attention with an L2 QK norm",
+        "detail": "chunked attention with an L2 QK norm, temperature-tuned NoPE layers and a "
+        "router that scales the experts' input",
     }
     assert rows["encoder-decoder"]["detail"] == "not examined"
     assert rows["gemma3"]["status"] == rows["clip"]["status"] == "out of scope"

@@ -13,7 +13,10 @@ MISSING_MECHANISMS = {
     "fsmt": "separate source and target vocabularies",
     "funnel": "Funnel's sequence pooling between blocks",
     "jetmoe": "a mixture of attention heads",
-    "llama4_text": "chunked attention with an L2 QK norm",
+    "llama4_text": (
+        "chunked attention with an L2 QK norm, temperature-tuned NoPE layers and a router "
+        "that scales the experts' input"
+    ),
     "mobilebert": "MobileBERT's bottleneck layers",
     "nllb-moe": "expert capacity",
     "pegasus_x": "staggered blocks with global tokens",
