@@ -1777,6 +1777,10 @@ PUBLISHED["ibert-roberta-base"] = (  # kssteven/ibert-roberta-base: roberta-base
 CAUSAL_LM["IBertConfig"] = "IBertForMaskedLM"
 PUBLISHED["gte-multilingual-base"] = ("GteConfig", {})  # GteConfig's defaults
 CAUSAL_LM["GteConfig"] = "GteForMaskedLM"
+# squeezebert/squeezebert-uncased (SqueezeBertConfig's defaults) as SqueezeBertModel: the
+# encoder and its pooler (SqueezeBertForMaskedLM holds that pooler too, unread)
+PUBLISHED["squeezebert-uncased"] = ("SqueezeBertConfig", {})
+CAUSAL_LM["SqueezeBertConfig"] = "SqueezeBertModel"
 PUBLISHED["xglm-564m"] = ("XGLMConfig", {})  # facebook/xglm-564M
 CAUSAL_LM["XGLMConfig"] = "XGLMForCausalLM"
 PUBLISHED["biogpt"] = ("BioGptConfig", {})  # microsoft/biogpt

@@ -43,6 +43,7 @@ TINY_SPEC = {
 EXTRA = {
     "gpt_neo": {"attention_types": [[["global", "local"], 1]], "window_size": 4},
     "mistral": {"sliding_window": 4},
+    "squeezebert": {"embedding_size": 32, "post_attention_groups": 2},  # = hidden_size
     "granitemoe": {
         "embedding_multiplier": 12.0,
         "residual_multiplier": 0.22,

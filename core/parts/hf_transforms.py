@@ -268,6 +268,17 @@ class ReverseRows(Transform):
     inverse = forward
 
 
+class Kernel1(Transform):
+    """A kernel-size-1 Conv1d weight (out, in / groups, 1) <-> archzoo's linear weight
+    (out, in / groups) (SqueezeBERT's projections); biases pass unchanged."""
+
+    def forward(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        return [t.squeeze(-1) if t.dim() == 3 else t for t in ts]
+
+    def inverse(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        return [t.unsqueeze(-1) if t.dim() == 2 else t for t in ts]
+
+
 class Compose(Transform):
     """Two linear layers with nothing between (W1, b1, W2, b2: XLM's multiple-choice summary
     then logits_proj) <-> the one linear they make (W2 W1, W2 b1 + b2). The inverse writes
@@ -307,6 +318,7 @@ def named(name: str | None, n_hf: int, n_zoo: int) -> Transform:
         "deinterleave": Deinterleave,
         "compose": Compose,
         "reverse_rows": ReverseRows,
+        "kernel1": Kernel1,
     }
     if name not in makers:
         raise ValueError(f"unknown transform {name!r}; known: {', '.join(map(str, makers))}")

@@ -22,9 +22,33 @@ class BiasAfterMatmulLinear(nn.Linear):
         return y if self.bias is None else y + self.bias
 
 
-def make_linear(d_in: int, d_out: int, *, bias: bool, bias_add: str = "fused") -> nn.Linear:
-    """nn.Linear, or `BiasAfterMatmulLinear` when the bias is added after the matmul
-    (`bias_add="after_matmul"`)."""
+class GroupedLinear(nn.Linear):
+    """A block-diagonal linear map: the d_in inputs and d_out outputs in `groups` equal
+    groups, each group's outputs computed from its own inputs only (a 1x1 convolution with
+    `groups`, SqueezeBERT). `weight` holds the blocks stacked, (d_out, d_in / groups), the
+    layout of Conv1d's weight without its kernel dimension."""
+
+    def __init__(self, d_in: int, d_out: int, *, groups: int, bias: bool) -> None:
+        if d_in % groups or d_out % groups:
+            raise ValueError(f"groups {groups} must divide d_in {d_in} and d_out {d_out}")
+        super().__init__(d_in // groups, d_out, bias=bias)
+        self.in_features, self.groups = d_in, groups
+
+    def forward(self, x: Tensor) -> Tensor:
+        g = self.groups
+        xg = x.unflatten(-1, (g, -1))  # (..., g, d_in / g)
+        w = self.weight.view(g, -1, self.weight.shape[-1])  # (g, d_out / g, d_in / g)
+        y = torch.einsum("...gi,goi->...go", xg, w).flatten(-2)  # (..., d_out)
+        return y if self.bias is None else y + self.bias
+
+
+def make_linear(
+    d_in: int, d_out: int, *, bias: bool, bias_add: str = "fused", groups: int = 1
+) -> nn.Linear:
+    """nn.Linear, `BiasAfterMatmulLinear` when the bias is added after the matmul
+    (`bias_add="after_matmul"`), or `GroupedLinear` when `groups` > 1 (block-diagonal)."""
+    if groups > 1:
+        return GroupedLinear(d_in, d_out, groups=groups, bias=bias)
     after = bias_add == "after_matmul"
     return (BiasAfterMatmulLinear if after else nn.Linear)(d_in, d_out, bias=bias)
 

@@ -35,6 +35,15 @@ class ProjectionConfig:
         "where the projections' biases are added: inside the matmul (F.linear, one rounding) "
         "or after it, x @ W.T + b, the product rounded first in 16-bit floats (Falcon)",
     )
+    q_groups: int = param(
+        1,
+        "the q projection block-diagonal in this many groups, each group of outputs "
+        "from its own inputs only (a grouped 1x1 convolution, SqueezeBERT)",
+        min=1,
+    )
+    k_groups: int = param(1, "the k projection block-diagonal in this many groups", min=1)
+    v_groups: int = param(1, "the v projection block-diagonal in this many groups", min=1)
+    out_groups: int = param(1, "the output projection block-diagonal in this many groups", min=1)
     scale: float | None = param(None, "score scale (null: 1/sqrt(head_dim))", gt=0.0)
     scale_at: Literal["scores", "query"] = param(
         "scores",
@@ -77,6 +86,16 @@ def projection_issues(cfg: Any, dims: Any) -> list[tuple[str, str]]:
     if cfg.n_kv_heads is not None and dims.n_heads % cfg.n_kv_heads:
         problem = f"n_heads {dims.n_heads} is not divisible by n_kv_heads {cfg.n_kv_heads}"
         return [("n_kv_heads", problem)]
+    groups = {"q_groups": cfg.q_groups, "k_groups": cfg.k_groups, "v_groups": cfg.v_groups}
+    if cfg.fused_qkv and max(groups.values()) > 1:
+        grouped = next(name for name, g in groups.items() if g > 1)
+        return [(grouped, "needs separate q, k and v projections (fused_qkv: false)")]
+    q_dim, kv_dim = dims.n_heads * dims.head_dim, (cfg.n_kv_heads or dims.n_heads) * dims.head_dim
+    sizes = {"q_groups": q_dim, "k_groups": kv_dim, "v_groups": kv_dim, "out_groups": q_dim}
+    for name, g in {**groups, "out_groups": cfg.out_groups}.items():
+        if dims.d_model % g or sizes[name] % g:
+            problem = f"{g} groups do not divide d_model {dims.d_model} and {sizes[name]}"
+            return [(name, problem)]
     if cfg.qk_norm_after_position and cfg.qk_norm not in ("head", "each_head"):
         problem = f"needs a per-head qk_norm ('head' or 'each_head'), not {cfg.qk_norm!r}"
         return [("qk_norm_after_position", problem)]
@@ -102,8 +121,11 @@ class Projections:
             self.q = linear(d, q_dim)
             self.kv = linear(d, 2 * kv_dim)
         else:
-            self.q, self.k, self.v = linear(d, q_dim), linear(d, kv_dim), linear(d, kv_dim)
-        self.out = linear(q_dim, d, bias=cfg.bias if cfg.out_bias is None else cfg.out_bias)
+            self.q = linear(d, q_dim, groups=cfg.q_groups)
+            self.k = linear(d, kv_dim, groups=cfg.k_groups)
+            self.v = linear(d, kv_dim, groups=cfg.v_groups)
+        out_bias = cfg.bias if cfg.out_bias is None else cfg.out_bias
+        self.out = linear(q_dim, d, bias=out_bias, groups=cfg.out_groups)
         self.scale = cfg.scale
         if cfg.scale is None and dims.score_exponent != 0.5:  # muP: 1 / head_dim
             self.scale = dims.head_dim**-dims.score_exponent

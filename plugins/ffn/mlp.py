@@ -32,12 +32,31 @@ class MLPFeedForward(FeedForward, name="mlp"):
             "x @ W.T + b, the product rounded first in 16-bit floats (Falcon)",
         )
         inner_dropout: float = param(0.0, "dropout after the activation", min=0.0, lt=1.0)
+        in_groups: int = param(
+            1,
+            "the first projection block-diagonal in this many groups, each group of outputs "
+            "from its own inputs only (a grouped 1x1 convolution, SqueezeBERT)",
+            min=1,
+        )
+        out_groups: int = param(
+            1, "the second projection block-diagonal in this many groups", min=1
+        )
+
+    @classmethod
+    def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
+        """Each group count divides both widths of its projection."""
+        for name in ("in_groups", "out_groups"):
+            g = getattr(cfg, name)
+            if dims.d_model % g or dims.d_ff % g:
+                problem = f"{g} groups do not divide d_model {dims.d_model} and d_ff {dims.d_ff}"
+                return [(name, problem)]
+        return []
 
     def __init__(self, cfg: Any, dims: Any) -> None:
         super().__init__(cfg, dims)
         linear = partial(make_linear, bias=cfg.bias, bias_add=cfg.bias_add)
-        self.fc_in = linear(dims.d_model, dims.d_ff)
-        self.fc_out = linear(dims.d_ff, dims.d_model)
+        self.fc_in = linear(dims.d_model, dims.d_ff, groups=cfg.in_groups)
+        self.fc_out = linear(dims.d_ff, dims.d_model, groups=cfg.out_groups)
         # xielu: a module with parameters of its own (ffn.act.alpha_p, ...)
         self.act = XIELU() if cfg.activation == "xielu" else ACTIVATIONS[cfg.activation]
         self.dropout = nn.Dropout(cfg.inner_dropout)
@@ -50,6 +69,7 @@ class MLPFeedForward(FeedForward, name="mlp"):
             and not torch.is_autocast_enabled(h.device.type)
             and not torch.compiler.is_compiling()  # compiled graphs plan recomputation
             and not isinstance(self.act, nn.Module)  # its parameters need their gradients
+            and self.cfg.out_groups == 1  # a dense fc_out (F.linear)
         ):
             # keep only h for backward; act(h) is recomputed there (one d_ff tensor less)
             bias = self.fc_out.bias
