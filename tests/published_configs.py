@@ -1781,6 +1781,10 @@ CAUSAL_LM["GteConfig"] = "GteForMaskedLM"
 # encoder and its pooler (SqueezeBertForMaskedLM holds that pooler too, unread)
 PUBLISHED["squeezebert-uncased"] = ("SqueezeBertConfig", {})
 CAUSAL_LM["SqueezeBertConfig"] = "SqueezeBertModel"
+# XmodConfig's defaults (its docstring: a facebook/xmod-base style configuration, one
+# language adapter, en_XX), with en_XX as the default language as the zoo spec has it
+PUBLISHED["xmod-base"] = ("XmodConfig", dict(default_language="en_XX"))
+CAUSAL_LM["XmodConfig"] = "XmodForMaskedLM"
 PUBLISHED["xglm-564m"] = ("XGLMConfig", {})  # facebook/xglm-564M
 CAUSAL_LM["XGLMConfig"] = "XGLMForCausalLM"
 PUBLISHED["biogpt"] = ("BioGptConfig", {})  # microsoft/biogpt

@@ -152,6 +152,10 @@ def test_every_named_path_exists_in_a_built_model():
             ("minimax-text-01", {"n_layers": 1, "layers": []}),  # a lightning mixer
             ("apertus-8b", {"n_layers": 1}),  # xielu's scalars and constants
             ("diffllama-1.2b", {"n_layers": 1}),  # diff_mha's lambda vectors
+            (  # X-MOD's language adapters with a norm of their own
+                "xmod-base",
+                {"n_layers": 1, "block.adapter_norm": "own"},
+            ),
             ("kimi-linear-48b-a3b", {"n_layers": 1, "layers": []}),  # a kimi_delta mixer
             (  # OPT-350m's layout: project_in / project_out around a narrower table
                 "opt-125m",

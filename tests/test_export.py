@@ -43,6 +43,7 @@ TINY_SPEC = {
 EXTRA = {
     "gpt_neo": {"attention_types": [[["global", "local"], 1]], "window_size": 4},
     "mistral": {"sliding_window": 4},
+    "xmod": {"languages": ["en_XX", "de_DE"], "default_language": "de_DE"},  # adapters
     "squeezebert": {"embedding_size": 32, "post_attention_groups": 2},  # = hidden_size
     "granitemoe": {
         "embedding_multiplier": 12.0,

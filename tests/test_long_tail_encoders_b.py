@@ -1,5 +1,6 @@
 """Issue 33's encoders that needed a new option: SqueezeBERT (block-diagonal projections, the
-`*_groups` options of the attention's projections and of the MLP). Each from a tiny perturbed
+`*_groups` options of the attention's projections and of the MLP) and X-MOD (post_ln's
+language adapters, read through the `lang_ids` input, per row or per token). Each from a tiny perturbed
 transformers model with a padded row: every task class transformers has gives its outputs
 within 1e-4 and its loss within 1e-5. (The export round trip is tests/test_export.py's sweep
 of every registered type; the zoo spec's count is tests/test_zoo_counts.py's.)"""
@@ -45,6 +46,18 @@ ENCODERS: dict[str, tuple[dict, int, bool]] = {
         0,
         True,
     ),
+    # three languages, the second's adapters read per row; a quarter-width bottleneck
+    "xmod": (
+        dict(
+            LAYERS,
+            languages=["en_XX", "de_DE", "fr_XX"],
+            default_language="en_XX",
+            adapter_reduction_factor=4,
+            pad_token_id=1,
+        ),
+        1,
+        True,
+    ),
 }
 ALL_TASKS = (
     "Model",
@@ -54,7 +67,15 @@ ALL_TASKS = (
     "ForQuestionAnswering",
     "ForMultipleChoice",
 )
-ENCODER_TASKS = {"squeezebert": ALL_TASKS}
+ENCODER_TASKS = {"squeezebert": ALL_TASKS, "xmod": ALL_TASKS}
+# X-MOD's adapter settings that differ from the defaults (a norm of their own, the residual
+# from the unnormed sum, no norm at all), each on the headless model
+XMOD_VARIANTS = [
+    {"adapter_layer_norm": True},
+    {"ln_before_adapter": False},
+    {"adapter_reuse_layer_norm": False},
+    {"adapter_layer_norm": True, "ln_before_adapter": False},
+]
 ENCODER_CASES = [(t, task) for t, tasks in ENCODER_TASKS.items() for task in tasks]
 
 
@@ -77,6 +98,8 @@ def encoder_inputs(model_type: str, shape: tuple[int, ...]) -> dict[str, torch.T
     out = {"input_ids": ids.masked_fill(mask == 0, pad), "attention_mask": mask}
     if token_types:
         out["token_type_ids"] = torch.randint(0, 2, shape, generator=g)
+    if model_type == "xmod" and len(shape) == 2:  # a language per row (multiple choice:
+        out["lang_ids"] = torch.tensor([1, 2])  # the default; transformers repeats them)
     return out
 
 
@@ -90,7 +113,11 @@ def test_encoder_task_matches_transformers_outputs_and_loss(tmp_path, model_type
     ours_labels = labels.get("labels")
     if "start_positions" in labels:
         ours_labels = torch.stack([labels["start_positions"], labels["end_positions"]], -1)
-    pooler = task not in ("Model", "ForSequenceClassification", "ForMultipleChoice")
+    pooler = model_type == "squeezebert" and task not in (
+        "Model",
+        "ForSequenceClassification",
+        "ForMultipleChoice",
+    )
     unused = 32 * 32 + 32 if pooler else 0  # every class holds the pooler: unread here
     ours = check_parity(tmp_path, model, feed, labels, ours_labels, unused=unused)
     assert ours.spec.data["head"]["kind"] == HEAD_KINDS[task]
@@ -144,3 +171,45 @@ def test_squeezebert_with_a_narrower_embedding_is_refused():
     config = hf.AutoConfig.for_model("squeezebert").to_dict()
     with pytest.raises(ConversionError, match="embedding_size=128 differs from hidden_size"):
         conv.to_spec({**config, "embedding_size": 128})
+
+
+@pytest.mark.parametrize("variant", XMOD_VARIANTS)
+def test_xmod_adapter_settings_match_transformers(tmp_path, variant):
+    model = tiny_encoder("xmod", "Model", **variant)
+    feed = encoder_inputs("xmod", (2, 9))
+    check_parity(tmp_path, model, feed, {}, None)
+
+
+def test_xmod_language_per_token_matches_transformers(tmp_path):
+    """lang_ids (B, T): each token through its own language's adapter."""
+    model = tiny_encoder("xmod", "ForMaskedLM")
+    feed = encoder_inputs("xmod", (2, 9))
+    feed["lang_ids"] = torch.randint(0, 3, (2, 9), generator=torch.Generator().manual_seed(5))
+    check_parity(tmp_path, model, feed, {}, None)
+
+
+def test_language_adapters_are_each_languages_own_mlp():
+    """A row through the adapters equals its language's two linear maps and activation
+    computed by hand; a row of another language does not use them."""
+    sizes = dict(vocab_size=V, d_model=16, n_layers=1, n_heads=2, d_ff=32)
+    block = {"kind": "post_ln", "languages": ["a", "b"], "adapter_dim": 4}
+    model = archzoo.build_model("bert-base", {**sizes, "block": block})
+    adapters = model.encoder.blocks[0].adapters
+    x = torch.randn(2, 3, 16)
+    out = adapters(x, torch.tensor([1, 0]))
+    for row, lang in ((0, 1), (1, 0)):
+        w1, b1 = adapters.fc_in.weight[lang], adapters.fc_in.bias[lang]
+        w2, b2 = adapters.fc_out.weight[lang], adapters.fc_out.bias[lang]
+        ref = torch.nn.functional.gelu(x[row] @ w1.T + b1) @ w2.T + b2
+        assert (out[row] - ref).abs().max().item() <= 1e-6
+
+
+def test_language_adapters_without_lang_ids_or_default_are_refused():
+    sizes = dict(vocab_size=V, d_model=16, n_layers=1, n_heads=2, d_ff=32)
+    block = {"kind": "post_ln", "languages": ["a", "b"]}
+    model = archzoo.build_model("bert-base", {**sizes, "block": block})
+    ids = torch.randint(0, V, (2, 4))
+    with pytest.raises(ValueError, match="need lang_ids"):
+        model(ids)
+    with pytest.raises(ValueError, match=r"lang_ids must lie in \[0, 2\)"):
+        model(ids, lang_ids=torch.tensor([0, 2]))

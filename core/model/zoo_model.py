@@ -13,7 +13,7 @@ from ..generation.decode import generate
 from ..parts.cache import KVCache
 from ..parts.forward_inputs import ForwardBatch, kept_positions
 from ..parts.input_checks import values_trusted
-from ..parts.interfaces import Attention, Embedding, Head
+from ..parts.interfaces import Attention, Block, Embedding, Head
 from ..parts.outputs import StackRecord, requested_layers
 from ..parts.registry import check_attention_impl, check_mixer_impl, get_registry
 from ..specs.plan import stack_role
@@ -94,9 +94,14 @@ class ZooModel(nn.Module):
         self.decoder = decoder
         self.head = head
         self._aux_groups = aux_loss_modules(self)  # components that add an auxiliary loss
-        # per-batch inputs its attention layers (and embeddings) read, accepted as keywords
+        # per-batch inputs its attention layers (and embeddings, blocks) read, accepted as keywords
         self._input_names = sorted(
-            {n for m in self.modules() if isinstance(m, Attention | Embedding) for n in m.inputs}
+            {
+                n
+                for m in self.modules()
+                if isinstance(m, Attention | Block | Embedding)
+                for n in m.inputs
+            }
         )
 
     @property

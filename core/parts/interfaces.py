@@ -290,6 +290,8 @@ class Block(Component):
     """
 
     kind: ClassVar[str] = "block"
+    # names of the per-batch `ctx.inputs` it reads; each is also a keyword of the model's forward
+    inputs: tuple[str, ...] = ()
 
     def __init__(
         self,

@@ -21,7 +21,6 @@ MISSING_MECHANISMS = {
     "nllb-moe": "expert capacity",
     "pegasus_x": "staggered blocks with global tokens",
     "prophetnet": "ProphetNet's n-stream decoder",
-    "xmod": "X-MOD's language adapters",
     "zamba": "a transformer block shared across the Mamba layers",
     "zamba2": "a transformer block shared across the Mamba 2 layers, with LoRA adapters per use",
 }

@@ -91,3 +91,6 @@ KDA_F_A, KDA_F_B, KDA_B, KDA_G_A, KDA_G_B = (
 LAMBDA_Q1, LAMBDA_K1, LAMBDA_Q2, LAMBDA_K2 = (
     BLOCK + "attention.lambda_" + p for p in ("q1", "k1", "q2", "k2")
 )
+# post_ln languages: each layer's language adapters, stacked per language, and their own norm
+ADAPTER_IN, ADAPTER_OUT = BLOCK + "adapters.fc_in", BLOCK + "adapters.fc_out"
+ADAPTER_NORM = BLOCK + "adapter_norm"
