@@ -253,6 +253,22 @@ def test_options_named_after_a_model_load_as_the_typed_options_that_say_what_the
     assert "attention.kv_broadcast: must be true or false, got 'yes'" in str(err.value)
 
 
+def test_the_zoo_and_the_converters_write_no_deprecated_key():
+    """Every zoo spec and every converter's fixed spec parts load without a DeprecationWarning:
+    the project itself never writes a renamed option or a kernel key."""
+    from archzoo.parts.registry import get_registry
+
+    reg = get_registry()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        for name in archzoo.list_models():
+            archzoo.load_spec(name)
+    old = ("scale_query", "bias_apart", "kv_broadcast", "clip_qkv", "eager", "fused_bias")
+    for model_type in reg.model_types():
+        fixed = repr(getattr(reg.converter(model_type), "fixed", {}))
+        assert not [k for k in old if f"'{k}'" in fixed], (model_type, fixed)
+
+
 def test_attn_impl_on_the_commands_that_run_models(tmp_path):
     """`zoo train --attn-impl` trains with that kernel; `zoo generate --attn-impl` decodes
     with it (the tokens archzoo.load(..., attention_impl=) gives); an unknown name is a

@@ -21,6 +21,9 @@ MLA_KEYS += ("qk_nope_head_dim", "v_head_dim")
 
 
 class Glm4MoeConverter(DeepseekV3Converter, model_type="glm4_moe", hf_prefix="Glm4Moe"):
+    # with every layer dense (first_k_dense_replace = n_layers) its table holds a Llama or
+    # Qwen2 spec exactly: those export as llama / qwen2 unless imported from glm4_moe
+    layout_of = "llama"
     fixed = {
         **DeepseekV3Converter.fixed,
         **spec_parts("attention: {kind: mha, fused_qkv: false, out_bias: false}"),

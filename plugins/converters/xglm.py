@@ -16,7 +16,7 @@ class XGLMConverter(Converter, model_type="xglm", hf_prefix="XGLM", family="deco
     fixed = spec_parts(
         "block: pre_ln, ffn: mlp, norm: {kind: layernorm, eps: 1.0e-5}",
         "position: {kind: sinusoidal, layout: halves, frequencies: tensor2tensor, offset: 2}",
-        "attention: {kind: mha, fused_qkv: false, bias: true, scale_query: true}",
+        "attention: {kind: mha, fused_qkv: false, bias: true, scale_at: query}",
     )
     fields = parse_fields(
         """
