@@ -1840,3 +1840,26 @@ CAUSAL_LM["SwitchTransformersConfig"] = "SwitchTransformersForConditionalGenerat
 # DiffLlamaConfig's defaults (its docstring names kajuma/DiffLlama-0.3B-handcut)
 PUBLISHED["diffllama-1.2b"] = ("DiffLlamaConfig", {})
 CAUSAL_LM["DiffLlamaConfig"] = "DiffLlamaForCausalLM"
+# facebook/esm2_t6_8M_UR50D (the hub's config.json, written out: EsmConfig's defaults are
+# BERT-base sizes with no vocabulary, not a released checkpoint): ESM-2's smallest, rotary
+# positions, token dropout, as EsmForMaskedLM (its contact head is left out of the count)
+PUBLISHED["esm2-t6-8m"] = (
+    "EsmConfig",
+    dict(
+        vocab_size=33,
+        hidden_size=320,
+        num_hidden_layers=6,
+        num_attention_heads=20,
+        intermediate_size=1280,
+        max_position_embeddings=1026,
+        position_embedding_type="rotary",
+        layer_norm_eps=1e-5,
+        emb_layer_norm_before=False,
+        token_dropout=True,
+        mask_token_id=32,
+        pad_token_id=1,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    ),
+)
+CAUSAL_LM["EsmConfig"] = "EsmForMaskedLM"

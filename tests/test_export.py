@@ -187,6 +187,7 @@ EXTRA = {
         "block_multiple_of": 16,
     },  # its MLP is always 4 x n_embd
     "longformer": {"attention_window": [4, 6]},  # a window per layer: layers: overrides
+    "esm": {"pad_token_id": 1, "mask_token_id": 4, "token_dropout": True},  # ESM's own ids
     "led": {"attention_window": 4},  # transformers pads rows to the window: keep it short
     "switch_transformers": {  # layer 1 of each stack routed, 3 tokens per expert and row
         "num_sparse_encoder_layers": 1,

@@ -1,5 +1,5 @@
 """The long tail's encoders, decoders and encoder-decoders of issue 33 that archzoo's parts
-express (RoFormer, I-BERT, GTE, MPNet, RemBERT, ERNIE; XGLM, BioGPT; Blenderbot,
+express (RoFormer, I-BERT, GTE, MPNet, RemBERT, ERNIE, ESM; XGLM, BioGPT; Blenderbot,
 BlenderbotSmall, LED, Switch Transformers), each from a tiny perturbed transformers model
 with a padded row: every task class transformers has for it
 gives transformers' outputs within 1e-4 (and its loss within 1e-5, for the encoders), the
@@ -38,6 +38,18 @@ ENCODERS: dict[str, tuple[dict, int, bool, int]] = {
     "ibert": (dict(LAYERS, type_vocab_size=1, pad_token_id=1), 1, False, 0),
     "gte": (dict(LAYERS, type_vocab_size=2, pad_token_id=1), 1, True, 0),
     "mpnet": (dict(LAYERS, pad_token_id=1), 1, False, 0),
+    "esm": (  # ESM-2's rotary positions and token dropout; its contact head is not imported
+        dict(
+            LAYERS,
+            pad_token_id=1,
+            mask_token_id=4,
+            token_dropout=True,
+            position_embedding_type="rotary",
+        ),
+        1,
+        False,
+        2 * 4 + 1,
+    ),
     "ernie": (dict(LAYERS, use_task_id=True, task_type_vocab_size=3, pad_token_id=0), 0, True, 0),
     "rembert": (  # a 16-wide input embedding, a 48-wide MLM transform
         dict(LAYERS, input_embedding_size=16, output_embedding_size=48, pad_token_id=0),
@@ -53,6 +65,7 @@ ENCODER_TASKS = {
     "gte": BASE,  # transformers has no QA or multiple-choice class for GTE
     "rembert": (*BASE, "ForQuestionAnswering", "ForMultipleChoice"),
     "mpnet": (*BASE, "ForQuestionAnswering", "ForMultipleChoice"),
+    "esm": BASE,  # transformers has no QA or multiple-choice class for ESM
     "ernie": (*BASE, "ForQuestionAnswering", "ForMultipleChoice"),
 }
 # (type, task, extra config): RoFormer's E-wide embedding projected to d_model too
@@ -60,6 +73,8 @@ ENCODER_CASES = [(t, task, {}) for t, tasks in ENCODER_TASKS.items() for task in
     ("roformer", "ForMaskedLM", {"embedding_size": 24}),
     ("roformer", "Model", {"embedding_size": 48}),
     ("ernie", "ForMaskedLM", {"use_task_id": False}),  # BERT's layout: no task-type table
+    # ESM-1b: learned positions counted from padding_idx + 1, an embedding norm
+    ("esm", "ForMaskedLM", {"position_embedding_type": "absolute", "emb_layer_norm_before": True}),
 ]
 
 
@@ -99,6 +114,8 @@ def test_encoder_task_matches_transformers_outputs_and_loss(tmp_path, model_type
     # passes them on unflattened, (B, C, T) against (B*C, T) rows
     tasks = 3 if model.config.to_dict().get("use_task_id") and shape == (2, 9) else 0
     feed = encoder_inputs(model_type, shape, tasks)
+    if model_type == "esm":  # mask tokens (id 4) in both rows: token dropout rescales them
+        feed["input_ids"][:, 2] = feed["input_ids"][0, 7] = 4
     labels = labels_for(task, problem, shape, feed["attention_mask"])
     ours_labels = labels.get("labels")
     if "start_positions" in labels:
@@ -298,3 +315,28 @@ def test_switch_capacity_changes_the_numbers_as_in_transformers(tmp_path):
             f.cfg.capacity = None
         unlimited = ours(ids, attention_mask=mask, decoder_input_ids=dec).logits
     assert (got - unlimited).abs().max().item() > 1e-3
+
+
+def test_esm_token_dropout_scales_rows_by_their_masked_share():
+    """Mask tokens' vectors are zero and each row is times 0.88 / (1 - masked / real tokens),
+    the padding excluded (the formula of ESM's token dropout at inference, by hand)."""
+    sizes = dict(vocab_size=V, d_model=16, n_layers=1, n_heads=2, d_ff=32, pad_token_id=1)
+    plain = {"kind": "token", "type_vocab_size": 0, "norm": False}
+    on = {**plain, "token_dropout": 0.12, "mask_token_id": 4}
+    ours = archzoo.build_model("bert-base", {**sizes, "embedding": on, "position": "none"}).eval()
+    ids = torch.tensor([[5, 4, 6, 7, 4, 8], [5, 4, 6, 1, 1, 1]])
+    mask = (ids != 1).long()
+    emb = ours.encoder.embedding
+    with torch.no_grad():
+        got = emb(ids, None, None, inputs={"attention_mask": mask})
+        want = emb.word(ids).masked_fill((ids == 4)[..., None], 0.0)
+    scale = torch.tensor([0.88 / (1 - 2 / 6), 0.88 / (1 - 1 / 3)])
+    real = mask.bool()  # the padding's vectors are not the formula's
+    assert torch.allclose(got[real], (want * scale[:, None, None])[real], atol=1e-6)
+
+
+def test_esm_token_dropout_without_a_mask_token_is_refused():
+    sizes = dict(vocab_size=V, d_model=16, n_layers=1, n_heads=2, d_ff=32)
+    embedding = {"kind": "token", "token_dropout": 0.12}
+    with pytest.raises(archzoo.SpecError, match="mask_token_id"):
+        archzoo.build_model("bert-base", {**sizes, "embedding": embedding}, device="meta")

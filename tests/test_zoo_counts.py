@@ -27,6 +27,7 @@ class Counterpart:
     make: Callable[[], tuple[type, object]]
     exclude: tuple[str, ...] = ()  # substrings of HF parameter names left out of the count
     why: str = ""
+    unread: bool = False  # the exclusions are trainable, but no output of the class reads them
 
 
 def _marian(d_model: int, n_heads: int, d_ff: int) -> Callable[[], tuple[type, object]]:
@@ -269,13 +270,22 @@ HF_COUNTERPARTS["electra-base-discriminator"] = Counterpart(
     )
 )
 
-# frozen HF parameters that archzoo keeps as buffers, by config class
+# HF parameters left out of the count by config class: frozen ones archzoo keeps as buffers,
+# or (UNREAD) trainable ones no output of the class reads
 FROZEN = {
+    "EsmConfig": (
+        ("contact_head",),
+        "ESM's contact-prediction head (a regression over every layer's attention maps) that "
+        "every transformers ESM class holds and no archzoo head reads: not imported, exported "
+        "as zeros",
+    ),
     "Ernie4_5_MoeConfig": (
         ("moe_statics",),
         "the experts' choice bias: a parameter without gradient there, a buffer here",
     ),
 }
+
+UNREAD = {"EsmConfig"}  # trainable exclusions that no logit reads (export writes them as zeros)
 
 # zoo specs typed from their published configs (tests/published_configs.py)
 for _name, (_config, _kwargs) in PUBLISHED.items():
@@ -288,6 +298,7 @@ for _name, (_config, _kwargs) in PUBLISHED.items():
         ),
         _exclude,
         _why,
+        _config in UNREAD,
     )
 
 # Zoo specs with no transformers class of the same architecture, each with the reason.
@@ -306,7 +317,9 @@ def hf_count(counterpart: Counterpart) -> int:
     total = 0
     for name, p in model.named_parameters():  # deduplicates tied parameters
         if any(part in name for part in counterpart.exclude):
-            assert not p.requires_grad, f"excluded {name} is trainable; only frozen ones may go"
+            assert counterpart.unread or not p.requires_grad, (
+                f"excluded {name} is trainable; only frozen or unread ones may go"
+            )
             continue
         total += p.numel()
     return total

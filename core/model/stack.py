@@ -83,7 +83,7 @@ class Stack(nn.Module):
                 position_ids = document_positions(documents)
         languages = {} if langs is None else {"langs": langs}  # only embeddings that have them
         if self.embedding.inputs:  # the per-batch inputs it reads (ERNIE's task types)
-            given = attention_inputs or {}
+            given = {**(attention_inputs or {}), "attention_mask": attention_mask}
             languages["inputs"] = {n: given[n] for n in self.embedding.inputs if n in given}
         x = self.embedding(  # before the cache advances: a refused position leaves it as it was
             input_ids, token_type_ids, self.position.embed(position_ids), **languages

@@ -102,6 +102,7 @@ class ZooModel(nn.Module):
                 if isinstance(m, Attention | Block | Embedding)
                 for n in m.inputs
             }
+            - {"attention_mask"}  # a forward argument of its own (ESM's token dropout reads it)
         )
 
     @property

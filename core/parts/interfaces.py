@@ -45,7 +45,8 @@ class Embedding(Component):
 
     kind: ClassVar[str] = "embedding"
     # names of the per-batch inputs it reads (ERNIE's task_type_ids), given to the model as
-    # keywords like an attention's; an instance may narrow them to what its config uses
+    # keywords like an attention's, or "attention_mask" (the stack's own); an instance may
+    # narrow them to what its config uses
     inputs: tuple[str, ...] = ()
 
     @classmethod

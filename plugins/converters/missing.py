@@ -9,7 +9,6 @@ MULTIPLIERS = "embedding, residual, attention and logit multipliers"
 MISSING_MECHANISMS = {
     "bitnet": "BitNet's inner norms over unpacked ternary weights",
     "convbert": "ConvBERT's span-based dynamic convolution",
-    "esm": "ESM's token-dropout scaling",
     "fsmt": "separate source and target vocabularies",
     "funnel": "Funnel's sequence pooling between blocks",
     "jetmoe": "a mixture of attention heads",

@@ -32,6 +32,14 @@ class TokenEmbedding(Embedding, name="token"):
             min=0,
             max=65536,
         )
+        token_dropout: float = param(
+            0.0,
+            "the share of tokens masked in training (ESM: 0.15 x 0.8): mask_token_id's vectors "
+            "are zeroed and every row scaled by (1 - share) / (1 - its masked share); 0: off",
+            min=0.0,
+            lt=1.0,
+        )
+        mask_token_id: int | None = param(None, "token_dropout: the mask token's id", min=0)
         scale: bool = param(False, "multiply token vectors by sqrt(d_model) (Vaswani et al.)")
         multiplier: float = param(
             1.0, "multiply token vectors by this constant (Granite's embedding_multiplier)", gt=0.0
@@ -63,6 +71,9 @@ class TokenEmbedding(Embedding, name="token"):
         task_types = getattr(cfg, "task_types", 0)
         self.task_type = nn.Embedding(task_types, width) if task_types else None
         self.inputs = (TASK_TYPES,) if task_types else ()
+        self.token_dropout = getattr(cfg, "token_dropout", 0.0)
+        if self.token_dropout:  # each row's masked share counts its real tokens
+            self.inputs = (*self.inputs, "attention_mask")
         self.word_types = getattr(cfg, "word_types", False)
         self.positions_first = getattr(cfg, "positions_first", False)
         self.positions_after_norm = getattr(cfg, "positions_after_norm", False)
@@ -90,6 +101,25 @@ class TokenEmbedding(Embedding, name="token"):
     def languages(self) -> int:
         return 0 if self.lang is None else self.lang.num_embeddings
 
+    @classmethod
+    def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
+        if getattr(cfg, "token_dropout", 0.0) and getattr(cfg, "mask_token_id", None) is None:
+            return [("mask_token_id", "token_dropout zeroes the mask token's vectors: set it")]
+        return []
+
+    def rescale_masked(self, x: Tensor, input_ids: Tensor, attention_mask: Tensor | None) -> Tensor:
+        """ESM's token dropout at inference: mask tokens' vectors zeroed, each row (B, T, W)
+        times (1 - share) / (1 - the share of its real tokens that are masks)."""
+        masked = input_ids == self.cfg.mask_token_id  # (B, T)
+        x = x.masked_fill(masked[..., None], 0.0)
+        if attention_mask is None:
+            lengths = x.new_full(input_ids.shape[:1], input_ids.shape[1], dtype=torch.float32)
+        else:
+            lengths = attention_mask[:, -input_ids.shape[1] :].sum(-1).float()  # (B,)
+        observed = masked.sum(-1).float() / lengths  # (B,)
+        scale = (1 - self.token_dropout) / (1 - observed)  # (B,)
+        return (x * scale[:, None, None]).to(x.dtype)
+
     def task_type_ids(self, input_ids: Tensor, given: Tensor | None) -> Tensor:
         """The batch's task types (B, T), zeros when not given; out-of-range ids refused."""
         if given is None:
@@ -115,12 +145,15 @@ class TokenEmbedding(Embedding, name="token"):
         position_embeds: Tensor | None,
         langs: Tensor | None = None,
         task_type_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
     ) -> Tensor:
         """Scaled token vectors (+ languages) + token types + positions, normalised:
         (B, T, embed_width)."""
         x = self.word(input_ids)  # (B, T, W)
         if self.multiplier != 1.0:
             x = x * (x.new_tensor(self.multiplier) if self.round_scale else self.multiplier)
+        if self.token_dropout:
+            x = self.rescale_masked(x, input_ids, attention_mask)
         if self.positions_first and position_embeds is not None:
             x, position_embeds = x + position_embeds.to(x.dtype), None
         if self.lang is not None and langs is not None:
@@ -151,8 +184,15 @@ class TokenEmbedding(Embedding, name="token"):
         inputs: Mapping[str, Tensor] | None = None,
     ) -> Tensor:
         late = self.late_positions()
-        tasks = (inputs or {}).get(TASK_TYPES)
-        x = self.embed(input_ids, token_type_ids, None if late else position_embeds, langs, tasks)
+        given = inputs or {}
+        x = self.embed(
+            input_ids,
+            token_type_ids,
+            None if late else position_embeds,
+            langs,
+            given.get(TASK_TYPES),
+            given.get("attention_mask"),
+        )
         return self.finish(x, position_embeds if late else None)
 
     def late_positions(self) -> bool:
