@@ -174,3 +174,15 @@ def assert_seq2seq_generation_equal(ref: torch.nn.Module, ours, ids, mask) -> No
             expected = ref.generate(ids[rows], attention_mask=mask[rows], do_sample=False, **kwargs)
             got = ours.generate(ids[rows], attention_mask=mask[rows], **kwargs)
             assert torch.equal(got, expected), (kwargs, got, expected)
+
+
+def assert_left_padded_equal(ref: torch.nn.Module, ours) -> None:
+    """A left-padded row's logits at its real tokens within 1e-4 of transformers'."""
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(3, V, (2, 9), generator=g)
+    mask = torch.ones_like(ids)
+    mask[1, :4] = 0
+    with torch.no_grad():
+        want = ref(input_ids=ids, attention_mask=mask).logits
+        got = ours(ids, attention_mask=mask).logits
+    assert (want - got)[mask.bool()].abs().max() <= 1e-4

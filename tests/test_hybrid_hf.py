@@ -6,7 +6,14 @@ import json
 
 import pytest
 import torch
-from hf_util import V, assert_causal_lm_equal, assert_greedy_equal, perturb, save_hf
+from hf_util import (
+    V,
+    assert_causal_lm_equal,
+    assert_greedy_equal,
+    assert_left_padded_equal,
+    perturb,
+    save_hf,
+)
 
 import archzoo
 
@@ -30,18 +37,6 @@ def tiny_lfm2() -> torch.nn.Module:
     model = transformers.Lfm2ForCausalLM(config)
     perturb(model)
     return model.eval()
-
-
-def assert_left_padded_equal(ref: torch.nn.Module, ours) -> None:
-    """A left-padded row's logits at its real tokens within 1e-4 of transformers'."""
-    g = torch.Generator().manual_seed(5)
-    ids = torch.randint(3, V, (2, 9), generator=g)
-    mask = torch.ones_like(ids)
-    mask[1, :4] = 0
-    with torch.no_grad():
-        want = ref(input_ids=ids, attention_mask=mask).logits
-        got = ours(ids, attention_mask=mask).logits
-    assert (want - got)[mask.bool()].abs().max() <= 1e-4
 
 
 def test_lfm2_imports_with_transformers_logits(tmp_path):

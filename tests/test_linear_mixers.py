@@ -17,15 +17,18 @@ import torch
 import torch.nn.functional as F
 from conftest import tiny
 from hf_util import V, assert_causal_lm_equal, assert_greedy_equal, perturb, save_hf
-from test_recurrent_mixers import conv_reference
+from test_recurrent_mixers import (
+    assert_cached_decoding_equals_full,
+    assert_chunked_equals_reference,
+    assert_padding_never_reaches_the_state,
+    context,
+    conv_reference,
+)
 from torch import Tensor
 
 import archzoo
 from archzoo.hf.express import ExportError
-from archzoo.parts.cache import StateCache
 from archzoo.parts.converter import ConversionError
-from archzoo.parts.interfaces import AttentionContext
-from archzoo.parts.masks import AttentionMask
 
 transformers = pytest.importorskip("transformers")
 
@@ -101,59 +104,19 @@ def kimi_delta_reference(m, x: Tensor) -> Tensor:
 REFERENCES = {"lightning": lightning_reference, "kimi_delta": kimi_delta_reference}
 
 
-def context(q_len: int, k_len: int, padding: Tensor | None = None, cache=None) -> AttentionContext:
-    mask = AttentionMask.build(q_len, k_len, causal=True, key_padding=padding)
-    return AttentionContext(mask, cache=cache)
-
-
 @pytest.mark.parametrize("name", sorted(MIXERS))
 def test_chunked_prefill_equals_the_token_by_token_recurrence(name: str) -> None:
-    m = mixer(name)
-    x = torch.randn(2, 13, D, generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        got = m(x, context(13, 13))
-        want = REFERENCES[name](m, x)
-    assert got.shape == (2, 13, D)
-    assert (got - want).abs().max() <= 1e-5
+    assert_chunked_equals_reference(mixer(name), REFERENCES[name])
 
 
 @pytest.mark.parametrize("name", sorted(MIXERS))
 def test_cached_decoding_equals_the_full_forward_with_left_padding(name: str) -> None:
-    """A 9-token prompt (row 1 left-padded by 3) then 6 single-token steps through the state
-    cache equal one forward over all 15 tokens; the padded row equals its unpadded self."""
-    m = mixer(name)
-    x = torch.randn(2, 15, D, generator=torch.Generator().manual_seed(2))
-    pad = torch.ones(2, 15, dtype=torch.bool)
-    pad[1, :3] = False
-    cache = StateCache(m.state_shapes(), 2, dtype=torch.float32, device=torch.device("cpu"))
-    with torch.no_grad():
-        full = m(x, context(15, 15, pad))
-        steps = [m(x[:, :9], context(9, 9, pad[:, :9], cache))]
-        for t in range(9, 15):
-            steps.append(m(x[:, t : t + 1], context(1, t + 1, pad[:, : t + 1], cache)))
-        alone = m(x[1:, 3:], context(12, 12))  # row 1 without its padding
-    stepped = torch.cat(steps, dim=1)
-    assert (stepped - full)[pad].abs().max() <= 1e-5
-    assert (full[1, 3:] - alone[0]).abs().max() <= 1e-5
+    assert_cached_decoding_equals_full(mixer(name))
 
 
 @pytest.mark.parametrize("name", sorted(MIXERS))
 def test_padding_never_reaches_the_state(name: str) -> None:
-    m = mixer(name)
-    g = torch.Generator().manual_seed(3)
-    x = torch.randn(1, 8, D, generator=g)
-    pad = torch.ones(1, 8, dtype=torch.bool)
-    pad[0, :4] = False
-    states = []
-    for noise in (0.0, 100.0):
-        cache = StateCache(m.state_shapes(), 1, dtype=torch.float32, device=torch.device("cpu"))
-        y = x.clone()
-        y[0, :4] += noise * torch.randn(4, D, generator=g)
-        with torch.no_grad():
-            m(y, context(8, 8, pad, cache))
-        states.append(cache.tensors)
-    for key in states[0]:
-        assert torch.equal(states[0][key], states[1][key]), key
+    assert_padding_never_reaches_the_state(mixer(name))
 
 
 def test_meta_builds_count_the_papers_parameters() -> None:

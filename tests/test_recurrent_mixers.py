@@ -159,22 +159,19 @@ def context(q_len: int, k_len: int, padding: Tensor | None = None, cache=None) -
     return AttentionContext(mask, cache=cache)
 
 
-@pytest.mark.parametrize("name", sorted(MIXERS))
-def test_chunked_prefill_equals_the_token_by_token_recurrence(name: str) -> None:
-    m = mixer(name)
+def assert_chunked_equals_reference(m: torch.nn.Module, reference) -> None:
+    """A 13-token prefill (several chunks and a remainder) equals the token-by-token loop."""
     x = torch.randn(2, 13, D, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         got = m(x, context(13, 13))
-        want = REFERENCES[name](m, x)
+        want = reference(m, x)
     assert got.shape == (2, 13, D)
     assert (got - want).abs().max() <= 1e-5
 
 
-@pytest.mark.parametrize("name", sorted(MIXERS))
-def test_cached_decoding_equals_the_full_forward_with_left_padding(name: str) -> None:
+def assert_cached_decoding_equals_full(m: torch.nn.Module) -> None:
     """A 9-token prompt (row 1 left-padded by 3) then 6 single-token steps through the state
     cache equal one forward over all 15 tokens; the padded row equals its unpadded self."""
-    m = mixer(name)
     x = torch.randn(2, 15, D, generator=torch.Generator().manual_seed(2))
     pad = torch.ones(2, 15, dtype=torch.bool)
     pad[1, :3] = False
@@ -190,10 +187,8 @@ def test_cached_decoding_equals_the_full_forward_with_left_padding(name: str) ->
     assert (full[1, 3:] - alone[0]).abs().max() <= 1e-5
 
 
-@pytest.mark.parametrize("name", sorted(MIXERS))
-def test_padding_never_reaches_the_state(name: str) -> None:
+def assert_padding_never_reaches_the_state(m: torch.nn.Module) -> None:
     """Whatever the padded positions hold, the state after the prompt is the same."""
-    m = mixer(name)
     g = torch.Generator().manual_seed(3)
     x = torch.randn(1, 8, D, generator=g)
     pad = torch.ones(1, 8, dtype=torch.bool)
@@ -208,6 +203,21 @@ def test_padding_never_reaches_the_state(name: str) -> None:
         states.append(cache.tensors)
     for key in states[0]:
         assert torch.equal(states[0][key], states[1][key]), key
+
+
+@pytest.mark.parametrize("name", sorted(MIXERS))
+def test_chunked_prefill_equals_the_token_by_token_recurrence(name: str) -> None:
+    assert_chunked_equals_reference(mixer(name), REFERENCES[name])
+
+
+@pytest.mark.parametrize("name", sorted(MIXERS))
+def test_cached_decoding_equals_the_full_forward_with_left_padding(name: str) -> None:
+    assert_cached_decoding_equals_full(mixer(name))
+
+
+@pytest.mark.parametrize("name", sorted(MIXERS))
+def test_padding_never_reaches_the_state(name: str) -> None:
+    assert_padding_never_reaches_the_state(mixer(name))
 
 
 def test_meta_builds_count_the_papers_parameters() -> None:

@@ -17,7 +17,7 @@ MISSING_MECHANISMS = {
         "that scales the experts' input"
     ),
     "mobilebert": "MobileBERT's bottleneck layers",
-    "nllb-moe": "expert capacity",
+    "nllb-moe": "top-2 routing with capacity and its second-expert policy (all / sampling / random)",
     "pegasus_x": "staggered blocks with global tokens",
     "prophetnet": "ProphetNet's n-stream decoder",
     "zamba": "a transformer block shared across the Mamba layers",
