@@ -148,7 +148,7 @@ def tiny_overrides(data: dict) -> dict[str, Any]:
     out = dict(TINY)
     attention = data.get("attention")
     if isinstance(attention, dict) and attention.get("n_kv_heads") is not None:
-        out["attention.n_kv_heads"] = 1
+        out["attention.n_kv_heads"] = _tiny_kv_heads(attention)
     if isinstance(attention, dict) and attention.get("kind") == "mla":  # latent sizes from head_dim
         out.update({f"attention.{k}": None for k in ("kv_lora_rank", "qk_nope_head_dim")})
         out.update({"attention.v_head_dim": None, "attention.q_lora_rank": 8})
@@ -160,16 +160,20 @@ def tiny_overrides(data: dict) -> dict[str, Any]:
         out["attention.state_size"] = 8
     if isinstance(attention, dict) and attention.get("kind") == "mamba":  # sizes from d_model
         out.update({"attention.d_inner": None, "attention.dt_rank": None})
+    if isinstance(attention, dict) and attention.get("kind") == "kimi_delta":  # the model's
+        out.update({"attention.n_heads": None, "attention.head_dim": None})
     position = data.get("position")
     if isinstance(position, dict) and position.get("fraction") not in (None, 1.0):
         out["position.fraction"] = 0.5  # partial rotary: an even share of TINY's head
     if data.get("layers"):  # enough layers that every selection picks one
         out["n_layers"] = max([2] + [_first_needed(e.get("select")) for e in data["layers"]])
-        if any(_sets_kv_heads(e.get("attention")) for e in data["layers"]):  # per-layer too
-            out["layers"] = [_one_kv_head(e) for e in data["layers"]]
+        if any(_restates_sizes(e.get("attention")) for e in data["layers"]):  # per-layer too
+            out["layers"] = [_tiny_layer(e) for e in data["layers"]]
     ffn = data.get("ffn")
     if isinstance(ffn, dict) and ffn.get("kind") == "moe":  # a few small experts
         out.update({"ffn.n_experts": 4, "ffn.top_k": 2, "ffn.d_expert": None})
+        if ffn.get("d_shared") is not None:  # the shared expert from d_expert too
+            out["ffn.d_shared"] = None
         if ffn.get("n_groups", 1) > 1:  # 2 groups of 2, one kept: still 2 to choose from
             out.update({"ffn.n_groups": 2, "ffn.topk_groups": 1})
     out.update({k: None for k in TOKEN_KEYS if isinstance(data.get(k), (int, list))})
@@ -188,15 +192,32 @@ def _counts_tokens(data: dict) -> bool:
     return any(isinstance(p, dict) and p.get("count") == "tokens" for p in positions)
 
 
-def _sets_kv_heads(attention: Any) -> bool:
-    return isinstance(attention, dict) and attention.get("n_kv_heads") is not None
+MLA_SIZES = {"kv_lora_rank": None, "qk_nope_head_dim": None, "v_head_dim": None}
 
 
-def _one_kv_head(entry: dict) -> dict:
-    """A per-layer entry whose attention restates n_kv_heads (GPT-OSS's sliding layers), at 1."""
-    if not _sets_kv_heads(entry.get("attention")):
+def _tiny_kv_heads(attention: dict) -> int:
+    """One KV head, or two where heads pair up (differential attention)."""
+    return 2 if attention.get("kind") == "diff_mha" else 1
+
+
+def _restates_sizes(attention: Any) -> bool:
+    return isinstance(attention, dict) and (
+        attention.get("n_kv_heads") is not None or attention.get("kind") == "mla"
+    )
+
+
+def _tiny_layer(entry: dict) -> dict:
+    """A per-layer entry whose attention restates n_kv_heads (GPT-OSS's sliding layers) or
+    latent sizes (Kimi Linear's MLA layers), at tiny sizes."""
+    attention = entry.get("attention")
+    if not _restates_sizes(attention):
         return entry
-    return {**entry, "attention": {**entry["attention"], "n_kv_heads": 1}}
+    attention = dict(attention)
+    if attention.get("n_kv_heads") is not None:
+        attention["n_kv_heads"] = _tiny_kv_heads(attention)
+    if attention.get("kind") == "mla":  # latent sizes from head_dim
+        attention.update({**MLA_SIZES, "q_lora_rank": 8 if attention.get("q_lora_rank") else None})
+    return {**entry, "attention": attention}
 
 
 def _first_needed(select: Any) -> int:
