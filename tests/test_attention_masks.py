@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from conftest import tiny
 
 import archzoo
+from archzoo.parts.masks import AttentionMask
 
 V = 100
 TINY = tiny(vocab_size=V)
@@ -355,3 +356,18 @@ def test_cross_attention_equals_dense_reference(attention):
         torch.testing.assert_close(memory, out.encoder_last_hidden_state, atol=0, rtol=0)
         expected = dense_reference(att, x, memory, keep)
         torch.testing.assert_close(got.double(), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_a_causal_self_attention_mask_never_builds_its_dense_form(monkeypatch):
+    """SDPA gets is_causal alone, and no query can be empty, so neither call materialises the
+    (Tq, Tk) keep mask (at 32k tokens it was 1 GiB and 2 s of a dense-attention prefill)."""
+    mask = AttentionMask.build(4096, 4096, causal=True)
+
+    def refuse():
+        raise AssertionError("the dense keep mask was built")
+
+    monkeypatch.setattr(mask, "allowed", refuse)
+    assert mask.empty() is None
+    assert mask.sdpa() == {"attn_mask": None, "is_causal": True}
+    out = torch.ones(1, 2, 4096, 8)
+    assert mask.zero_empty_rows(out) is out

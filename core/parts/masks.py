@@ -239,13 +239,11 @@ class AttentionMask:
     def empty(self) -> Tensor | None:
         """(B or 1, 1, Tq, 1) bool, True for queries with no visible key; None if none can be."""
         if "empty" not in self._made:
-            keep = self.allowed()
-            # every query sees itself when only causal and document factors (self-attention)
+            # every query sees itself when only causal and document factors (self-attention):
+            # decided without the dense (Tq, Tk) mask, which SDPA's is_causal never needs
             only_own = self.key_padding is None and self.pattern is None and self.explicit is None
-            can_be_empty = keep is not None and not (
-                only_own and self.own_docs and self.q_offset >= 0
-            )
-            self._made["empty"] = ~keep.any(dim=-1, keepdim=True) if can_be_empty else None
+            keep = None if only_own and self.own_docs and self.q_offset >= 0 else self.allowed()
+            self._made["empty"] = None if keep is None else ~keep.any(dim=-1, keepdim=True)
         return self._made["empty"]
 
     def dense(self) -> Tensor | None:
