@@ -36,6 +36,15 @@ def max_diff_unpadded(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> f
 
 
 V = 96  # vocabulary of every tiny test model
+# post_ln's language-adapter options (added with X-MOD) at their defaults: no adapters
+NO_LANGUAGE_ADAPTERS = {
+    "languages": [],
+    "default_language": None,
+    "adapter_dim": None,
+    "adapter_activation": "gelu",
+    "adapter_norm": "ffn",
+    "adapter_residual": "normed",
+}
 
 # model type -> (transformers class, config class, a tiny configuration)
 TINY: dict[str, tuple[str, str, dict]] = {

@@ -1779,7 +1779,7 @@ PUBLISHED["gte-multilingual-base"] = ("GteConfig", {})  # GteConfig's defaults
 CAUSAL_LM["GteConfig"] = "GteForMaskedLM"
 # squeezebert/squeezebert-uncased (SqueezeBertConfig's defaults) as SqueezeBertModel: the
 # encoder and its pooler (SqueezeBertForMaskedLM holds that pooler too, unread)
-PUBLISHED["squeezebert-uncased"] = ("SqueezeBertConfig", {})
+PUBLISHED["squeezebert-uncased"] = ("SqueezeBertConfig", {"architectures": ["SqueezeBertModel"]})
 CAUSAL_LM["SqueezeBertConfig"] = "SqueezeBertModel"
 # XmodConfig's defaults (its docstring: a facebook/xmod-base style configuration, one
 # language adapter, en_XX), with en_XX as the default language as the zoo spec has it

@@ -49,11 +49,11 @@ def test_zoo_import_prints_spec_and_saves_a_loadable_file(tmp_path):
 
 
 def test_zoo_import_of_an_unknown_model_type_exits_2(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "mamba"}))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "rwkv"}))
     (tmp_path / "model.safetensors").write_bytes(b"")
     result = CliRunner().invoke(main, ["import", str(tmp_path)])
     assert result.exit_code == 2
-    assert "unsupported model_type 'mamba'" in result.output and "Traceback" not in result.output
+    assert "unsupported model_type 'rwkv'" in result.output and "Traceback" not in result.output
 
 
 def test_zoo_generate_prints_the_greedy_continuation(tmp_path):

@@ -11,6 +11,7 @@ import torch
 import transformers as hf
 from click.testing import CliRunner
 from hf_util import (
+    NO_LANGUAGE_ADAPTERS,
     V,
     assert_causal_lm_equal,
     assert_greedy_equal,
@@ -146,7 +147,7 @@ def test_opt_projected_table_base_model_and_refused_task_heads(tmp_path):
 def test_opt_350m_layout_is_post_ln_with_a_projected_table(tmp_path):
     _, ours = imported(tmp_path, "opt_350m_layout")
     spec = ours.spec.data
-    assert spec["block"] == {"kind": "post_ln", "zero_padded": False}
+    assert spec["block"] == {"kind": "post_ln", "zero_padded": False, **NO_LANGUAGE_ADAPTERS}
     assert ours.decoder.final_norm is None
     assert spec["embedding"]["kind"] == "factorized"
     assert tuple(ours.decoder.position.table.weight.shape) == (64 + 2, 32)  # d_model wide

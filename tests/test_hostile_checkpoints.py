@@ -185,7 +185,7 @@ HF_CASES = [
     ("config-10000-layers", 1, config(n_layer=10_000), archzoo.ConversionError, ["config.json: describes a model of about 25,601,536 parameters", "hold 3,792 numbers"]),
     ("config-huge-vocab", 2, config(vocab_size=5_000_000), archzoo.ConversionError, ["config.json: describes a model of about 80,003,072 parameters"]),
     # 8. errors of the converter table name the checkpoint and config.json
-    ("config-unknown-type", 1, config(model_type="mamba"), archzoo.ConversionError, ["config.json: unsupported model_type 'mamba'"]),
+    ("config-unknown-type", 1, config(model_type="rwkv"), archzoo.ConversionError, ["config.json: unsupported model_type 'rwkv'"]),
     ("config-key-of-another-type", 1, config(model_type="llama"), archzoo.ConversionError, ["hf: config.json has no 'hidden_size'"]),
 ]
 # fmt: on

@@ -25,6 +25,12 @@ DEFAULT_HEAD = {"decoder": "lm", "encoder-decoder": "lm", "encoder": "mlm"}
 TINY_PARAMS: dict[str, dict] = {
     "attention:block_local": {"radius": 3},  # several blocks of 4 in SRC_LEN
     "attention:transient_global": {"radius": 3, "global_block": 4},
+    "attention:side_by_side": {  # Falcon-H1's layer: Mamba 2 beside attention
+        "mixers": [
+            {"kind": "mamba2", "d_inner": 32, "head_dim": 8, "state_size": 8, "chunk_size": 4},
+            {"kind": "mha", "n_kv_heads": 1},
+        ]
+    },
 }
 # Components that only work together: the spec slots a component under test brings along.
 PARTNERS: dict[str, dict] = {
@@ -72,7 +78,8 @@ def families_for(cls: type[Component]) -> tuple[str, ...]:
         caps = cls.capabilities
         if not caps.causal:
             return ("encoder",)
-        return ("decoder", "encoder-decoder") if caps.bidirectional else ("decoder",)
+        both = caps.bidirectional and caps.cross  # a decoder stack's cross-attention too
+        return ("decoder", "encoder-decoder") if both else ("decoder",)
     if cls.kind in STACK_KINDS:
         return ("decoder", "encoder-decoder")
     pytest.fail(

@@ -44,6 +44,11 @@ def test_resolved_spec_has_every_default_explicit():
         "scale_at": "scores",  # added with OPT's bf16 order (was scale_query: false)
         "bias_add": "fused",  # added with Falcon's bf16 order (was bias_apart: false)
         "kv_heads_reach_kernel": "grouped",  # Falcon's multi-query call (was kv_broadcast)
+        "q_groups": 1,  # added with SqueezeBERT's grouped projections
+        "k_groups": 1,
+        "v_groups": 1,
+        "out_groups": 1,
+        "qk_norm_after_position": False,  # added with HunYuan
     }  # no kernel keys (eager, fused_bias): the kernel is a run-time choice (attention_impl=)
     assert spec.data["sharing"] == {"kind": "none"}
     assert spec.data["init_std"] == 0.02

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers as hf
-from hf_util import V, max_diff_unpadded, perturb, save_hf
+from hf_util import NO_LANGUAGE_ADAPTERS, V, max_diff_unpadded, perturb, save_hf
 from test_encoders import check_parity, task_config, task_parity, zoo_import
 
 import archzoo
@@ -96,7 +96,11 @@ def test_question_answering_matches_hf_span_logits_and_loss(tmp_path):
         assert (getattr(ref, name) - getattr(got, name)).abs().max().item() <= 1e-4
     ours = check_parity(tmp_path / "full", model, full, positions, labels)
     assert ours.spec.data["head"]["kind"] == "question_answering"
-    assert ours.spec.data["block"] == {"kind": "post_ln", "zero_padded": True}
+    assert ours.spec.data["block"] == {
+        "kind": "post_ln",
+        "zero_padded": True,
+        **NO_LANGUAGE_ADAPTERS,
+    }
 
 
 def test_langs_change_the_output_and_are_refused_without_a_table(tmp_path):

@@ -149,8 +149,9 @@ def describe_component(kind: str, comp: dict | None, other: dict | None = None) 
 
 def _worth_saying(value: Any, default: Any) -> bool:
     """A parameter the other kind lacks: said when set away from its default, or when it is
-    a size (a positive integer: a window of 256, an embedding of 128)."""
-    size = isinstance(value, int) and not isinstance(value, bool) and value > 0
+    a size (an integer above 1: a window of 256, an embedding of 128; not a count of 1, such
+    as one group, at its default)."""
+    size = isinstance(value, int) and not isinstance(value, bool) and value > 1
     return value != default or size
 
 
