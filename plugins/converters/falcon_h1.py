@@ -12,24 +12,13 @@ from typing import Any
 from archzoo.parts.converter import ConversionError, Converter, Field, parse_fields, spec_parts
 from archzoo.parts.hf_tensors import TensorTable, parse_rules
 
+from .bamba import BAMBA_TENSORS
 from .common import HEADLESS, PAD, PATHS, SIZES, lm_task
 from .mamba2 import _number, time_step_limit
 from .rope import rope_config, rope_parameters
 
-TENSORS = """
-        embed_tokens                                            WORD
-        layers.{i}.input_layernorm                              ATTN_NORM
-        layers.{i}.self_attn.(q_proj,k_proj,v_proj,o_proj)      Q,K,V,ATTN_OUT
-        layers.{i}.mamba.(in_proj,conv1d,out_proj)              MIXER_IN,MIXER_CONV,MIXER_OUT
-        layers.{i}.mamba.norm                                   MIXER_NORM
-        layers.{i}.mamba.A_log                                  A_LOG       tensor
-        layers.{i}.mamba.dt_bias                                DT_BIAS     tensor
-        layers.{i}.mamba.D                                      SSM_D       tensor
-        layers.{i}.pre_ff_layernorm                             FFN_NORM
-        layers.{i}.feed_forward.(gate_proj,up_proj,down_proj)   GATE,UP,DOWN
-        final_layernorm                                         FINAL_NORM
-"""
-# the mixers' own parameters sit under side_by_side's mixers.0 (Mamba 2) and mixers.1 (mha)
+# Bamba's tensor names; the mixers' own parameters sit under side_by_side's mixers.0
+# (Mamba 2) and mixers.1 (mha)
 MIXERS = {"Q": 1, "K": 1, "V": 1, "ATTN_OUT": 1, "MIXER_IN": 0, "MIXER_CONV": 0}
 MIXERS.update(MIXER_OUT=0, MIXER_NORM=0, A_LOG=0, DT_BIAS=0, SSM_D=0)
 SIDE_PATHS = {
@@ -56,7 +45,9 @@ class FalconH1Converter(Converter, model_type="falcon_h1", hf_prefix="FalconH1",
         *PAD,
     )
     tasks = {"Model": HEADLESS, "ForCausalLM": lm_task(False)}
-    tensors = TensorTable(parse_rules(TENSORS, SIDE_PATHS), ("model.", ""), {"decoder": {}}, ())
+    tensors = TensorTable(
+        parse_rules(BAMBA_TENSORS, SIDE_PATHS), ("model.", ""), {"decoder": {}}, ()
+    )
 
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
         """Rotary, the two mixers with their multipliers, the FFN's and the head's."""
