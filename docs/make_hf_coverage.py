@@ -26,7 +26,8 @@ Every `model_type` of transformers {version}, as `zoo list hf-types` reports it 
 - **refused**: a text type `from_hf` refuses, with the mechanism archzoo lacks
   (`plugins/converters/missing.py`), or *not examined* where nobody has looked yet;
 - **out of scope**: not a text model: transformers has a vision, audio, video, multimodal,
-  time-series or other non-text class for it, its config takes inputs beyond text, or it
+  time-series or other non-text class for it, its config takes inputs beyond text (pixels,
+  audio, layout boxes, or a speculative-decoding drafter's backbone hidden states), or it
   has no text LM or task class.
 
 Counts: {counts}.

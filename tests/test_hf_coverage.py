@@ -78,9 +78,15 @@ def test_refused_types_name_the_missing_mechanism_here_and_in_from_hf(report, tm
         "detail": "chunked attention with an L2 QK norm, temperature-tuned NoPE layers and a "
         "router that scales the experts' input",
     }
-    assert rows["encoder-decoder"]["detail"] == "not examined"
+    assert rows["encoder-decoder"]["detail"] == (
+        "an encoder-decoder assembled from two separately configured model types"
+    )
     assert rows["gemma3"]["status"] == rows["clip"]["status"] == "out of scope"
     assert rows["visual_bert"]["detail"] == "inputs beyond text (visual_embedding_dim)"
+    # layout boxes (BROS) and a drafter fed another model's hidden states: its config class
+    # cannot be built without arguments, so its declared fields are read
+    assert rows["bros"]["detail"] == "inputs beyond text (dim_bbox)"
+    assert rows["gemma4_assistant"]["detail"] == "inputs beyond text (backbone_hidden_size)"
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama4_text"}))
     (tmp_path / "model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")
     with pytest.raises(archzoo.ConversionError, match=r"'llama4_text' \(it needs chunked "):

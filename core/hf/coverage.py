@@ -30,8 +30,21 @@ TEXT_TASKS = (
 # task mappings of heads that sit on a text backbone, not another modality (JEV's decision
 # head beside Qwen2 and Qwen3.5 checkpoints)
 TEXT_BACKBONE_TASKS = ("DECISION",)
-# a config key (or sub-config) naming one of these: inputs beyond text (pixels, audio, layout)
-MODALITY_WORDS = ("audio", "vision", "image", "visual", "vlm", "speech", "2d_position", "xpath")
+# a config key (or sub-config) naming one of these: inputs beyond text (pixels, audio, layout:
+# LayoutLM's 2d positions, BROS's bbox; another model's hidden states: a speculative-decoding
+# drafter's backbone_hidden_size)
+MODALITY_WORDS = (
+    "audio",
+    "vision",
+    "image",
+    "visual",
+    "vlm",
+    "speech",
+    "2d_position",
+    "xpath",
+    "bbox",
+    "backbone",
+)
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,7 @@ def other_inputs(model_type: str) -> str | None:
 
     cls = CONFIG_MAPPING[model_type]
     keys = list(getattr(cls, "sub_configs", None) or {})
+    keys += list(getattr(cls, "__annotations__", {}))  # its declared fields, read without building
     try:
         keys += list(cls().to_dict())
     except Exception:  # noqa: BLE001 - a config class that needs arguments: its sub-configs

@@ -7,17 +7,109 @@ from __future__ import annotations
 MULTIPLIERS = "embedding, residual, attention and logit multipliers"
 
 MISSING_MECHANISMS = {
+    "afmoe": (
+        "a sigmoid output gate from its own projection on sliding-window and NoPE attention "
+        "layers (gated_mha takes its gate from the query projection and has no window or NoPE "
+        "layers)"
+    ),
+    "axk1": (
+        "a norm on the MoE block's output alone (post_mlp_layernorm on MoE layers, none after "
+        "attention)"
+    ),
+    "axk2": (
+        "DeepSeek Sparse Attention's indexer (top-index_topk keys per query), MLA with an "
+        "output gate from the query latent, and RMSNorms with a low-rank sigmoid gate"
+    ),
+    "bailing_hybrid": (
+        "Kimi Delta Attention's bounded forget gate (kda_safe_gate) and MLA with a per-head "
+        "sigmoid output gate"
+    ),
+    "beam": (
+        "depth-scaled residual adds (x sqrt((n-1)/n) + f(x) / sqrt(n) by sublayer index) and "
+        "scalable-softmax query scaling on NoPE layers"
+    ),
     "bitnet": "BitNet's inner norms over unpacked ternary weights",
+    "blt": (
+        "byte patching by an entropy model, hashed byte n-gram embeddings and cross-attention "
+        "between byte and patch stacks"
+    ),
+    "canine": "hashed character embeddings with strided-convolution downsampling and upsampling",
+    "clip_text_model": (
+        "QuickGELU (x * sigmoid(1.702 x)) and a pooled output at the end-of-text token"
+    ),
     "convbert": "ConvBERT's span-based dynamic convolution",
+    "cpmant": (
+        "a bucketed relative bias over segment pairs (CPM-Ant's segment position bias) and "
+        "prompt-token embeddings"
+    ),
+    "deepseek_v32": (
+        "DeepSeek Sparse Attention's indexer (the top-index_topk keys per query; dense only up "
+        "to index_topk tokens)"
+    ),
+    "deepseek_v4": (
+        "hyper-connections (several residual streams mixed per layer), compressed sparse "
+        "attention (key compressors and an indexer) and a hash router"
+    ),
+    "doge": (
+        "dynamic mask attention (a learned per-key bias from the values, top-k kept), learned "
+        "per-channel residual weights and product-key retrieval experts"
+    ),
+    "dory": (
+        "nGPT's unit-sphere layers (L2 norms, residuals interpolated at learned per-channel "
+        "rates, learned query and logit scales) and a block of layers looped n_recurrent_loops "
+        "times"
+    ),
+    "dots3_note_text": (
+        "DeepSeek Sparse Attention's indexer, MLA with a per-head sigmoid output gate, latent "
+        "scales and a norm on the rotary key"
+    ),
+    "encoder-decoder": "an encoder-decoder assembled from two separately configured model types",
+    "fnet": "Fourier-transform token mixing in place of attention",
     "fsmt": "separate source and target vocabularies",
     "funnel": "Funnel's sequence pooling between blocks",
+    "gemma3n_text": (
+        "AltUp's predicted streams, LAuReL residuals, per-layer input embeddings, key/value "
+        "sharing across layers and activation sparsity"
+    ),
+    "gemma4_text": (
+        "a weightless RMSNorm on values, per-layer input embeddings, keys used as values on "
+        "global layers (attention_k_eq_v), key/value sharing across layers and a per-layer "
+        "output scalar"
+    ),
+    "gemma4_unified_text": (
+        "a weightless RMSNorm on values, keys used as values on global layers "
+        "(attention_k_eq_v), key/value sharing across layers and a per-layer output scalar"
+    ),
+    "glm_moe_dsa": "DeepSeek Sparse Attention's indexer, its top-k shared by the following layers",
+    "hrm_text": (
+        "the hierarchical reasoning model's two stacks cycled H_cycles x L_cycles times over "
+        "shared weights, with a prefix-LM mask"
+    ),
+    "hy_v4": (
+        "hyper-connections (several residual streams mixed per layer) and DeepSeek Sparse "
+        "Attention's indexer"
+    ),
+    "inkling2_loop_text": (
+        "a hidden-state-conditioned relative position bias, attention residuals over blocks of "
+        "layers, softcapped expert projections and layers looped with a low-rank gate"
+    ),
+    "inkling2_text": (
+        "a hidden-state-conditioned relative position bias, attention residuals over blocks of "
+        "layers and softcapped expert projections"
+    ),
+    "inkling_text": (
+        "a hidden-state-conditioned relative position bias (per-token mixes of learned bias-by-"
+        "distance profiles) with log-scaled attention"
+    ),
     "jetmoe": "a mixture of attention heads",
     "llama4_text": (
-        "chunked attention with an L2 QK norm, temperature-tuned NoPE layers and a router "
-        "that scales the experts' input"
+        "chunked attention with an L2 QK norm, temperature-tuned NoPE layers and a router that "
+        "scales the experts' input"
     ),
     "mobilebert": "MobileBERT's bottleneck layers",
-    "nllb-moe": "top-2 routing with capacity and its second-expert policy (all / sampling / random)",
+    "nllb-moe": (
+        "top-2 routing with capacity and its second-expert policy (all / sampling / random)"
+    ),
     "pegasus_x": "staggered blocks with global tokens",
     "prophetnet": "ProphetNet's n-stream decoder",
     "zamba": "a transformer block shared across the Mamba layers",
