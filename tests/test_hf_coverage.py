@@ -81,6 +81,9 @@ def test_refused_types_name_the_missing_mechanism_here_and_in_from_hf(report, tm
     assert rows["encoder-decoder"]["detail"] == (
         "an encoder-decoder assembled from two separately configured model types"
     )
+    assert rows["rwkv"]["detail"] == (
+        "RWKV's time mixing (the WKV recurrence with token shift) and channel mixing"
+    )
     assert rows["gemma3"]["status"] == rows["clip"]["status"] == "out of scope"
     assert rows["visual_bert"]["detail"] == "inputs beyond text (visual_embedding_dim)"
     # layout boxes (BROS) and a drafter fed another model's hidden states: its config class

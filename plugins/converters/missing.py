@@ -102,16 +102,71 @@ MISSING_MECHANISMS = {
         "distance profiles) with log-scaled attention"
     ),
     "jetmoe": "a mixture of attention heads",
+    "kolibri1": (
+        "a router that picks experts by their raw logits plus a correction bias and weighs them "
+        "by the sigmoid of those logits (DeepSeek-V3's picks by sigmoid scores plus the bias)"
+    ),
+    "laguna": (
+        "a softplus output gate per head from its own projection (g_proj) and a head count per "
+        "layer (num_attention_heads_per_layer)"
+    ),
+    "lfm3": (
+        "a sigmoid output gate per head from its own projection (g_proj) and proportional rotary "
+        "on its global layers (frequencies over the whole head, the upper ones zero)"
+    ),
     "llama4_text": (
         "chunked attention with an L2 QK norm, temperature-tuned NoPE layers and a router that "
         "scales the experts' input"
     ),
+    "longcat_flash": (
+        "LongCat's shortcut-connected MoE layers (two attention and two dense sublayers per layer "
+        "beside one MoE branch) with zero-computation (identity) experts"
+    ),
+    "luke": "entity embeddings and entity-aware self-attention (a query per word/entity pair)",
+    "mimo_v2_flash": (
+        "GQA attention whose value heads are narrower than its query/key heads (v_head_dim) with "
+        "a constant value scale, and twice the key/value heads on its sliding layers"
+    ),
+    "minimax_m3_vl_text": "a sparse-attention indexer choosing the keys each query attends to",
+    "ministral3": (
+        "Llama 4's query scaling by position, 1 + beta ln(1 + floor(i / original_max_len)) "
+        "(llama_4_scaling_beta), on YaRN rotary"
+    ),
     "mobilebert": "MobileBERT's bottleneck layers",
-    "nllb-moe": (
-        "top-2 routing with capacity and its second-expert policy (all / sampling / random)"
+    "mra": "MRA's multi-resolution (block low-rank) approximation of attention",
+    "nllb-moe": "top-2 routing with capacity and its second-expert policy (all / sampling / random)",
+    "nystromformer": (
+        "Nystrom-approximated attention (segment-mean landmarks, an iterative pseudo-inverse) "
+        "with a depthwise convolution over the values"
     ),
     "pegasus_x": "staggered blocks with global tokens",
     "prophetnet": "ProphetNet's n-stream decoder",
+    "qwen4_exp_text": (
+        "a query-sparse attention indexer, gated residuals, hashed n-gram embeddings and "
+        "per-layer embeddings"
+    ),
+    "recurrent_gemma": "Griffin's RG-LRU recurrent blocks with a temporal convolution",
+    "reformer": (
+        "LSH attention, chunked local attention, reversible residual layers and axial position "
+        "embeddings"
+    ),
+    "roc_bert": (
+        "pronunciation and glyph-shape embeddings concatenated with the token embedding and "
+        "projected back (input_pronunciation_ids, input_shape_ids)"
+    ),
+    "rwkv": "RWKV's time mixing (the WKV recurrence with token shift) and channel mixing",
+    "splinter": "the question-aware span selection head (QASS)",
+    "ultrabert": (
+        "an MLM head through a two-layer GeLU bottleneck (prediction_head_size) with no norm "
+        "before its decoder"
+    ),
+    "xlnet": "two-stream relative attention with segment encodings (XLNet's permutation LM)",
+    "xlstm": "xLSTM's mLSTM blocks (matrix memory with exponential input and forget gates)",
+    "yoso": "YOSO's LSH-based Bernoulli sampling attention",
     "zamba": "a transformer block shared across the Mamba layers",
     "zamba2": "a transformer block shared across the Mamba 2 layers, with LoRA adapters per use",
+    "zaya": (
+        "compressed convolutional attention (CCA: q/k mixed by a causal convolution, values with "
+        "a delayed recurrent state), an MLP router with a skip expert and learned residual scaling"
+    ),
 }
