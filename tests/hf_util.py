@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -15,8 +16,14 @@ def perturb(model: torch.nn.Module, seed: int = 0, scale: float = 0.05) -> None:
         p.add_(torch.randn(p.shape, generator=g) * scale)
 
 
-def save_hf(model: torch.nn.Module, directory: Path) -> Path:
+def save_hf(model: torch.nn.Module, directory: Path, model_type: str | None = None) -> Path:
+    """Save as transformers does; `model_type`: the config.json's, where the type's config
+    class is another type's and writes that one's name (gpt-sw3's GPT2Config writes gpt2)."""
     model.save_pretrained(directory, safe_serialization=True)
+    if model_type is not None and model.config.model_type != model_type:
+        path = Path(directory) / "config.json"
+        config = json.loads(path.read_text(encoding="utf-8"))
+        path.write_text(json.dumps({**config, "model_type": model_type}), encoding="utf-8")
     return directory
 
 

@@ -899,6 +899,11 @@ PUBLISHED["internlm3-8b"] = (  # internlm/internlm3-8b-instruct (runs as LlamaFo
     ),
 )
 CAUSAL_LM["InternLM3Config"] = "LlamaForCausalLM"
+PUBLISHED["iquest-coder-v1-40b"] = (  # IQuestCoderConfig's defaults (IQuest-Coder-V1-40B)
+    "IQuestCoderConfig",
+    {},
+)
+CAUSAL_LM["IQuestCoderConfig"] = "LlamaForCausalLM"  # transformers runs it with Llama's classes
 PUBLISHED["helium-2b"] = (  # kyutai/helium-1-preview-2b (HeliumConfig's defaults)
     "HeliumConfig",
     dict(

@@ -101,6 +101,11 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
     "ernie4_5": ({**DECODER, "use_bias": True}, ("ForCausalLM", "Model")),
     "internlm3": ({**DECODER, "qkv_bias": True, "bias": True}, ("ForCausalLM", "Model")),
     "apertus1p5_text": (DECODER, ("ForCausalLM", "Model")),
+    "iquestcoder": (DECODER, ("ForCausalLM", "Model")),  # Llama's classes
+    "gpt-sw3": (  # GPT2Config and GPT-2's classes, saved as model_type gpt-sw3
+        dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=64, pad_token_id=0),
+        ("LMHeadModel", "Model", "ForSequenceClassification", "ForTokenClassification"),
+    ),
     # converters (one small file each) over Llama's table
     "arcee": ({**DECODER, "mlp_bias": True}, (*DECODER_TASKS, "ForQuestionAnswering")),
     "nemotron": ({**DECODER, "attention_bias": True}, (*DECODER_TASKS, "ForTokenClassification")),
@@ -187,7 +192,7 @@ CASE_TASKS = [(t, task) for t, (_, tasks) in CASES.items() for task in tasks]
 @pytest.mark.parametrize(("model_type", "task"), CASE_TASKS)
 def test_outputs_equal_transformers(tmp_path, model_type, task):
     ref = make(model_type, task)
-    ours = archzoo.from_hf(save_hf(ref, tmp_path / model_type))
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / model_type, model_type))
     assert ours.hf_source["model_type"] == model_type
     batch, mask = inputs(ref)
     with torch.no_grad():
@@ -202,13 +207,17 @@ def test_outputs_equal_transformers(tmp_path, model_type, task):
         assert ours.num_parameters() == sum(p.numel() for p in ref.parameters())
 
 
-GENERATES = [t for t, (_, tasks) in CASES.items() if tasks[0].endswith(("CausalLM", "Generation"))]
+GENERATES = [
+    t
+    for t, (_, tasks) in CASES.items()
+    if tasks[0].endswith(("CausalLM", "Generation", "LMHeadModel"))
+]
 
 
 @pytest.mark.parametrize("model_type", GENERATES)
 def test_greedy_generation_equals_transformers(tmp_path, model_type):
     ref = make(model_type, CASES[model_type][1][0])
-    ours = archzoo.from_hf(save_hf(ref, tmp_path / model_type))
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / model_type, model_type))
     if not ref.config.is_encoder_decoder:
         return assert_greedy_equal(ref, ours)
     ids, mask = padded_batch(V, length=8, real=5)

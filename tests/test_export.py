@@ -302,7 +302,7 @@ def max_diff(a, b, mask) -> float:
 @pytest.mark.parametrize("model_type", TYPES)
 def test_every_type_round_trips_into_transformers(tmp_path, model_type):
     ref = tiny_hf(model_type)
-    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf"))
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf", model_type))
     report = archzoo.to_hf(ours, tmp_path / "out")
     assert report["model_type"] == model_type  # the type it came from, when it fits exactly
     assert json.loads((tmp_path / "out" / "config.json").read_text())["model_type"] == model_type

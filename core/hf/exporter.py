@@ -112,7 +112,9 @@ def to_hf(
         del tensors  # the model's own tensors stay; transposed or split copies go
         if release:
             model.to("meta")
-        write_json(tmp / "config.json", config.to_dict())
+        # under the chosen type's name: a config class another type shares writes its own
+        # (gpt-sw3's GPT2Config writes gpt2)
+        write_json(tmp / "config.json", {**config.to_dict(), "model_type": choice.model_type})
         write_json(tmp / "generation_config.json", generation)
         copied = _copy_tokenizer(tokenizer_dir, tmp) if tokenizer_dir else []
         diff = _probe(cls, tmp, dtype, inputs, mask, ours, tol, target, choice)

@@ -8,6 +8,7 @@ from archzoo.parts.hf_alias import Alias
 from .apertus import ApertusConverter
 from .bart import BartConverter
 from .bert import RobertaConverter
+from .gpt2 import GPT2Converter
 from .llama import LlamaConverter
 from .mamba import MambaConverter
 from .mbart import MBartConverter
@@ -112,6 +113,20 @@ ALIASES = (
         LlamaConverter,
         "InternLM3",
         renamed={"qkv_bias": "attention_bias", "bias": "mlp_bias"},
+        tasks=DECODER_ONLY,
+        note="runs as LlamaForCausalLM",
+    ),
+    Alias(  # transformers builds it from GPT2Config with GPT-2's classes (its own tokenizer)
+        "gpt-sw3",
+        GPT2Converter,
+        "GPT2",
+        tasks=("Model", "LMHeadModel", "ForSequenceClassification", "ForTokenClassification"),
+        note="GPT-2's config and classes under its own name",
+    ),
+    Alias(
+        "iquestcoder",
+        LlamaConverter,
+        "IQuestCoder",
         tasks=DECODER_ONLY,
         note="runs as LlamaForCausalLM",
     ),
