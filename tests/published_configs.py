@@ -1868,3 +1868,9 @@ PUBLISHED["esm2-t6-8m"] = (
     ),
 )
 CAUSAL_LM["EsmConfig"] = "EsmForMaskedLM"
+PUBLISHED["sarvam-105b"] = ("SarvamMLAConfig", {})  # SarvamMLAConfig's defaults (sarvam-105b)
+CAUSAL_LM["SarvamMLAConfig"] = "DeepseekV3ForCausalLM"  # transformers' class for sarvam_mla
+PUBLISHED["sarvam-30b"] = ("SarvamMoEConfig", {})  # SarvamMoEConfig's defaults (sarvam-30b)
+CAUSAL_LM["SarvamMoEConfig"] = "Glm4MoeForCausalLM"  # transformers' class for sarvam_moe
+PUBLISHED["solar-open-100b"] = ("SolarOpenConfig", {})  # defaults: upstage/Solar-Open-100B
+CAUSAL_LM["SolarOpenConfig"] = "SolarOpenForCausalLM"

@@ -84,6 +84,12 @@ SMALL_MLA = dict(  # latent attention and sigmoid-routed experts at tiny sizes
     n_group=2,
     topk_group=1,
 )
+GLM4_MOE = dict(  # sigmoid-routed experts with a correction bias and a shared expert
+    n_routed_experts=4,
+    num_experts_per_tok=2,
+    moe_intermediate_size=16,
+    n_shared_experts=1,
+)
 ENCODER_TASKS = ("ForMaskedLM", "Model", "ForSequenceClassification")
 DECODER_TASKS = ("ForCausalLM", "Model", "ForSequenceClassification")
 
@@ -149,6 +155,15 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
         (*ENCODER_TASKS, "ForTokenClassification"),
     ),
     "cohere": ({**DECODER, "use_qk_norm": True, "logit_scale": 0.3}, ("ForCausalLM", "Model")),
+    "sarvam_mla": (  # a dense layer before a routed one, queries without a low-rank path
+        {**DECODER, **SMALL_MLA, "q_lora_rank": None, "first_k_dense_replace": 1},
+        ("ForCausalLM", "Model"),
+    ),
+    "sarvam_moe": (  # a dense layer before a routed one, QK norms, rotary on the whole head
+        {**DECODER, **GLM4_MOE, "first_k_dense_replace": 1, "attention_bias": True},
+        ("ForCausalLM", "Model"),
+    ),
+    "solar_open": ({**DECODER, **GLM4_MOE}, ("ForCausalLM", "Model")),  # every layer routed
     "cohere2": (  # a sliding layer (window shorter than the rows) and a NoPE global one
         {**DECODER, "sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]},
         ("ForCausalLM", "Model"),

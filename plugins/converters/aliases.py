@@ -8,6 +8,8 @@ from archzoo.parts.hf_alias import Alias
 from .apertus import ApertusConverter
 from .bart import BartConverter
 from .bert import RobertaConverter
+from .deepseek import DeepseekV3Converter
+from .glm4_moe import Glm4MoeConverter
 from .gpt2 import GPT2Converter
 from .llama import LlamaConverter
 from .mamba import MambaConverter
@@ -137,5 +139,29 @@ ALIASES = (
         fields="mixer_rms_eps  attention.norm_eps  1e-6",
         fixed="attention: {inner_norms: true, inner_norm_weights: false}",
         note="Mamba's layout with plain RMS norms on dt, B and C",
+    ),
+    Alias(  # transformers runs it with DeepSeek-V3's classes; its config reads Sarvam's keys
+        "sarvam_mla",
+        DeepseekV3Converter,
+        "DeepseekV3",
+        defaults={"n_routed_experts": 128, "first_k_dense_replace": 1},
+        renamed={"num_experts": "n_routed_experts", "num_shared_experts": "n_shared_experts"},
+        tasks=DECODER_ONLY,
+        note="runs as DeepseekV3ForCausalLM",
+    ),
+    Alias(  # Llama's attention (no QK norm) before GLM-4.5's experts on every layer
+        "solar_open",
+        Glm4MoeConverter,
+        "SolarOpen",
+        requires={"first_k_dense_replace": 0, "use_qk_norm": False},
+        defaults={
+            "first_k_dense_replace": 0,
+            "partial_rotary_factor": 1.0,
+            "rope_theta": 1e6,
+            "moe_intermediate_size": 1280,
+            "intermediate_size": 10944,  # no dense layer reads it
+        },
+        tasks=DECODER_ONLY,
+        note="GLM-4.5's experts on every layer, no QK norm, rotary on the whole head",
     ),
 )
