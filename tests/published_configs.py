@@ -1874,3 +1874,5 @@ PUBLISHED["sarvam-30b"] = ("SarvamMoEConfig", {})  # SarvamMoEConfig's defaults 
 CAUSAL_LM["SarvamMoEConfig"] = "Glm4MoeForCausalLM"  # transformers' class for sarvam_moe
 PUBLISHED["solar-open-100b"] = ("SolarOpenConfig", {})  # defaults: upstage/Solar-Open-100B
 CAUSAL_LM["SolarOpenConfig"] = "SolarOpenForCausalLM"
+PUBLISHED["youtu-llm-2b"] = ("YoutuConfig", {})  # YoutuConfig's defaults (Youtu-LLM-2B)
+CAUSAL_LM["YoutuConfig"] = "YoutuForCausalLM"

@@ -163,6 +163,10 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
         {**DECODER, **GLM4_MOE, "first_k_dense_replace": 1, "attention_bias": True},
         ("ForCausalLM", "Model"),
     ),
+    "youtu": (  # latent attention with a low-rank query, dense SwiGLU layers, a tied head
+        {**DECODER, **SMALL_MLA, "tie_word_embeddings": True},
+        ("ForCausalLM", "Model"),
+    ),
     "solar_open": ({**DECODER, **GLM4_MOE}, ("ForCausalLM", "Model")),  # every layer routed
     "cohere2": (  # a sliding layer (window shorter than the rows) and a NoPE global one
         {**DECODER, "sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]},
