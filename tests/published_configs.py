@@ -1786,6 +1786,8 @@ CAUSAL_LM["GteConfig"] = "GteForMaskedLM"
 # encoder and its pooler (SqueezeBertForMaskedLM holds that pooler too, unread)
 PUBLISHED["squeezebert-uncased"] = ("SqueezeBertConfig", {"architectures": ["SqueezeBertModel"]})
 CAUSAL_LM["SqueezeBertConfig"] = "SqueezeBertModel"
+PUBLISHED["convbert-base"] = ("ConvBertConfig", {})  # YituTech/conv-bert-base: the defaults
+CAUSAL_LM["ConvBertConfig"] = "ConvBertForMaskedLM"
 # XmodConfig's defaults (its docstring: a facebook/xmod-base style configuration, one
 # language adapter, en_XX), with en_XX as the default language as the zoo spec has it
 PUBLISHED["xmod-base"] = ("XmodConfig", dict(default_language="en_XX"))

@@ -45,6 +45,7 @@ EXTRA = {
     "mistral": {"sliding_window": 4},
     "xmod": {"languages": ["en_XX", "de_DE"], "default_language": "de_DE"},  # adapters
     "squeezebert": {"embedding_size": 32, "post_attention_groups": 2},  # = hidden_size
+    "convbert": {"num_groups": 2, "conv_kernel_size": 3},  # the FFN's saved blocks
     "granitemoe": {
         "embedding_multiplier": 12.0,
         "residual_multiplier": 0.22,

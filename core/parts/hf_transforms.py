@@ -279,6 +279,39 @@ class Kernel1(Transform):
         return [t.unsqueeze(-1) if t.dim() == 2 else t for t in ts]
 
 
+class Column(Transform):
+    """An (n, 1) HF column (ConvBERT's separable-convolution bias) <-> an (n,) vector."""
+
+    def forward(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        return [ts[0].reshape(-1)]
+
+    def inverse(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        return [ts[0].reshape(-1, 1)]
+
+
+@dataclass(frozen=True)
+class GroupBlocks(Transform):
+    """A block-diagonal weight saved as its blocks (G, in / G, out / G), group g mapping
+    inputs g to outputs g as x_g @ W[g] (ConvBERT's grouped FFN) <-> archzoo's GroupedLinear
+    weight (out, in / G), the blocks' transposes stacked. A 2-D weight (one group: a plain
+    nn.Linear) and biases pass unchanged; the inverse reads G from the spec's `option`."""
+
+    option: str = "ffn.in_groups"
+
+    def forward(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        t = ts[0]
+        if t.dim() != 3:
+            return [t]
+        return [t.transpose(1, 2).reshape(-1, t.shape[1])]  # (G, out/G, in/G) -> (out, in/G)
+
+    def inverse(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        t, (kind, key) = ts[0], self.option.split(".")
+        groups = int(ctx[kind].get(key, 1))
+        if t.dim() != 2 or groups == 1:
+            return [t]
+        return [t.reshape(groups, -1, t.shape[1]).transpose(1, 2)]  # (G, in/G, out/G)
+
+
 class Compose(Transform):
     """Two linear layers with nothing between (W1, b1, W2, b2: XLM's multiple-choice summary
     then logits_proj) <-> the one linear they make (W2 W1, W2 b1 + b2). The inverse writes
@@ -319,6 +352,9 @@ def named(name: str | None, n_hf: int, n_zoo: int) -> Transform:
         "compose": Compose,
         "reverse_rows": ReverseRows,
         "kernel1": Kernel1,
+        "column": Column,  # ConvBERT's (n, 1) convolution bias
+        "group_blocks_in": lambda: GroupBlocks("ffn.in_groups"),  # ConvBERT's grouped FFN
+        "group_blocks_out": lambda: GroupBlocks("ffn.out_groups"),
     }
     if name not in makers:
         raise ValueError(f"unknown transform {name!r}; known: {', '.join(map(str, makers))}")

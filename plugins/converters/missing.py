@@ -37,7 +37,6 @@ MISSING_MECHANISMS = {
     "clip_text_model": (
         "QuickGELU (x * sigmoid(1.702 x)) and a pooled output at the end-of-text token"
     ),
-    "convbert": "ConvBERT's span-based dynamic convolution",
     "cpmant": (
         "a bucketed relative bias over segment pairs (CPM-Ant's segment position bias) and "
         "prompt-token embeddings"

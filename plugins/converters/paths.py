@@ -94,3 +94,14 @@ LAMBDA_Q1, LAMBDA_K1, LAMBDA_Q2, LAMBDA_K2 = (
 # post_ln languages: each layer's language adapters, stacked per language, and their own norm
 ADAPTER_IN, ADAPTER_OUT = BLOCK + "adapters.fc_in", BLOCK + "adapters.fc_out"
 ADAPTER_NORM = BLOCK + "adapter_norm"
+# span_conv: the convolution heads' separable key convolution (depthwise (d, 1, K) taps,
+# pointwise d -> A), the kernel generator and the values the kernels weigh
+SPAN_KEY_DEPTHWISE, SPAN_KEY_POINTWISE = (
+    BLOCK + "attention.key_depthwise",
+    BLOCK + "attention.key_pointwise",
+)
+SPAN_KEY_POINTWISE_WEIGHT, SPAN_KEY_POINTWISE_BIAS = (
+    SPAN_KEY_POINTWISE + ".weight",
+    SPAN_KEY_POINTWISE + ".bias",
+)
+SPAN_KERNEL, SPAN_VALUE = BLOCK + "attention.conv_kernel", BLOCK + "attention.conv_value"
