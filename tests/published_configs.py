@@ -1878,3 +1878,23 @@ PUBLISHED["solar-open-100b"] = ("SolarOpenConfig", {})  # defaults: upstage/Sola
 CAUSAL_LM["SolarOpenConfig"] = "SolarOpenForCausalLM"
 PUBLISHED["youtu-llm-2b"] = ("YoutuConfig", {})  # YoutuConfig's defaults (Youtu-LLM-2B)
 CAUSAL_LM["YoutuConfig"] = "YoutuForCausalLM"
+PUBLISHED["wmt19-en-de"] = (  # facebook/wmt19-en-de, as recalled (FSMTConfig's defaults are
+    "FSMTConfig",  # 12 + 12 layers with a 4096 FFN; the checkpoint has 6 + 6 with 8192)
+    dict(
+        langs=["en", "de"],
+        src_vocab_size=42024,
+        tgt_vocab_size=42024,
+        d_model=1024,
+        encoder_layers=6,
+        decoder_layers=6,
+        encoder_attention_heads=16,
+        decoder_attention_heads=16,
+        encoder_ffn_dim=8192,
+        decoder_ffn_dim=8192,
+        max_position_embeddings=1024,
+        dropout=0.2,
+        attention_dropout=0.1,
+        tie_word_embeddings=False,
+    ),
+)
+CAUSAL_LM["FSMTConfig"] = "FSMTForConditionalGeneration"

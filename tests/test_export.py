@@ -189,7 +189,11 @@ EXTRA = {
     },  # its MLP is always 4 x n_embd
     "longformer": {"attention_window": [4, 6]},  # a window per layer: layers: overrides
     "esm": {"pad_token_id": 1, "mask_token_id": 4, "token_dropout": True},  # ESM's own ids
-    "led": {"attention_window": 4},  # transformers pads rows to the window: keep it short
+    "led": {"attention_window": 4},
+    "fsmt": {
+        "tgt_vocab_size": 112,
+        "langs": ["en", "de"],
+    },  # a target vocabulary of its own  # transformers pads rows to the window: keep it short
     "switch_transformers": {  # layer 1 of each stack routed, 3 tokens per expert and row
         "num_sparse_encoder_layers": 1,
         "num_sparse_decoder_layers": 1,
@@ -272,6 +276,8 @@ def tiny_hf(model_type: str, task: str | None = None) -> torch.nn.Module:
     for module in model.modules():  # frozen sinusoid tables (Marian, Pegasus) stay exact
         if hasattr(module, "create_weight"):
             module.weight.data.copy_(module.create_weight())
+        elif hasattr(module, "make_positions"):  # FSMT's, with its zero padding row
+            module.weight.data.copy_(module.get_embedding(*module.weight.shape, module.padding_idx))
     return model.eval()
 
 

@@ -28,6 +28,7 @@ class Counterpart:
     exclude: tuple[str, ...] = ()  # substrings of HF parameter names left out of the count
     why: str = ""
     unread: bool = False  # the exclusions are trainable, but no output of the class reads them
+    fixed: bool = False  # the exclusions are trainable there, but hold a computed table
 
 
 def _marian(d_model: int, n_heads: int, d_ff: int) -> Callable[[], tuple[type, object]]:
@@ -279,6 +280,11 @@ FROZEN = {
         "every transformers ESM class holds and no archzoo head reads: not imported, exported "
         "as zeros",
     ),
+    "FSMTConfig": (
+        ("embed_positions",),
+        "FSMT's sinusoidal tables: nn.Embedding weights, trainable in transformers but holding "
+        "fairseq's computed table (import checks it); the zoo's `sinusoidal` computes them",
+    ),
     "Ernie4_5_MoeConfig": (
         ("moe_statics",),
         "the experts' choice bias: a parameter without gradient there, a buffer here",
@@ -286,6 +292,7 @@ FROZEN = {
 }
 
 UNREAD = {"EsmConfig"}  # trainable exclusions that no logit reads (export writes them as zeros)
+FIXED = {"FSMTConfig"}  # trainable exclusions whose values are a computed table, never trained
 
 # zoo specs typed from their published configs (tests/published_configs.py)
 for _name, (_config, _kwargs) in PUBLISHED.items():
@@ -299,6 +306,7 @@ for _name, (_config, _kwargs) in PUBLISHED.items():
         _exclude,
         _why,
         _config in UNREAD,
+        _config in FIXED,
     )
 
 # Zoo specs with no transformers class of the same architecture, each with the reason.
@@ -317,8 +325,8 @@ def hf_count(counterpart: Counterpart) -> int:
     total = 0
     for name, p in model.named_parameters():  # deduplicates tied parameters
         if any(part in name for part in counterpart.exclude):
-            assert counterpart.unread or not p.requires_grad, (
-                f"excluded {name} is trainable; only frozen or unread ones may go"
+            assert counterpart.unread or counterpart.fixed or not p.requires_grad, (
+                f"excluded {name} is trainable; only frozen, unread or fixed-table ones may go"
             )
             continue
         total += p.numel()

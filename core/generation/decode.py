@@ -77,7 +77,7 @@ def generate(
         on_token=on_token,
     )
     check_arguments(  # the ids and use_cache are resolved against the spec below
-        spec["vocab_size"],
+        model.head.dims.vocab_size,  # the generated ids: the vocabulary the head scores
         **args,
         eos_token_id=eos_token_id,
         pad_token_id=pad_token_id,

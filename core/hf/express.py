@@ -24,7 +24,15 @@ from ..specs.spec import Spec, load_spec
 
 # spec keys that change neither the computation nor the architecture (name, init, memory)
 NOT_COMPARED = ("name", "extends", "init_std", "activation_checkpointing")
-STACK_SIZES = ("n_layers", "n_heads", "head_dim", "d_ff", "dropout", "attention_dropout")
+STACK_SIZES = (
+    "vocab_size",
+    "n_layers",
+    "n_heads",
+    "head_dim",
+    "d_ff",
+    "dropout",
+    "attention_dropout",
+)
 STACK_PARTS = ("embedding", "position", "sharing")
 LAYER_PARTS = ("attention", "ffn", "block", "norm")
 ABSENT = "<absent>"

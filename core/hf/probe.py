@@ -113,10 +113,14 @@ def probe_batch(spec: Spec) -> tuple[dict[str, Tensor], Tensor]:
 
 
 @torch.no_grad()
-def run(model: torch.nn.Module, inputs: dict[str, Tensor]) -> dict[str, Tensor]:
-    """The compared outputs of a model on the probe inputs (float32, on the CPU)."""
+def run(
+    model: torch.nn.Module, inputs: dict[str, Tensor], use_cache: bool | None = None
+) -> dict[str, Tensor]:
+    """The compared outputs of a model on the probe inputs (float32, on the CPU);
+    `use_cache`, when given, goes to the forward too (transformers' seq2seq models)."""
     device = next(model.parameters()).device
-    out = model(**{k: v.to(device) for k, v in inputs.items()})
+    extra = {} if use_cache is None else {"use_cache": use_cache}
+    out = model(**{k: v.to(device) for k, v in inputs.items()}, **extra)
     found = {}
     for name in OUTPUTS:
         value = getattr(out, name, None)

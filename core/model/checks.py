@@ -50,7 +50,10 @@ def check_inputs(model: nn.Module, batch: ForwardBatch, encoder_outputs: Tensor 
         return
     if decoder_input_ids is None:
         raise ValueError("an encoder-decoder model needs decoder_input_ids")
-    B, T = checks.ids(decoder_input_ids, "decoder_input_ids", vocab)
+    # the decoder's own table (FSMT's target vocabulary may differ from the source's)
+    B, T = checks.ids(
+        decoder_input_ids, "decoder_input_ids", model.decoder.embedding.dims.vocab_size
+    )
     checks.keep_mask(decoder_attention_mask, "decoder_attention_mask", B, "decoder_input_ids")
     limit = model.decoder.position.position_limit()
     checks.positions(position_ids, (B, T), limit, "position_ids")

@@ -29,12 +29,19 @@ def check_plan(plan: BuildPlan, data: dict[str, Any], report: Report) -> None:
             f"head {head.name!r} does not fit a {plan.family} model; "
             f"it fits: {', '.join(head.families)}",
         )
-    vocab = data["vocab_size"]
+    vocab = min(stack.dims.vocab_size for stack in plan.stacks)  # ids every stack may see
     for key in TOKEN_KEYS:  # generation would index past the embedding table
         value = data[key]
         for tok in value if isinstance(value, list) else [value]:
             if tok is not None and not 0 <= tok < vocab:
                 report((key,), f"token id {tok} is outside the vocabulary 0..{vocab - 1}")
+    sizes = {stack.role.which: stack.dims.vocab_size for stack in plan.stacks}
+    if data["tie_embeddings"] and len(set(sizes.values())) > 1:
+        report(
+            ("decoder", "vocab_size"),
+            f"tie_embeddings shares one token table, but the stacks' vocabularies differ "
+            f"({', '.join(f'{k} {v}' for k, v in sizes.items())}); set tie_embeddings: false",
+        )
     est = data["vocab_size"] * data["d_model"]
     for stack in plan.stacks:
         prefix = (stack.role.which,) if plan.family == "encoder-decoder" else ()

@@ -64,7 +64,9 @@ class ModelFields:
     forced_eos_token_id: int | None = param(
         None, "generation: token forced at the last allowed step (BART)", min=0
     )
-    tie_embeddings: bool = param(True, "encoder-decoder: one token table for both stacks")
+    tie_embeddings: bool = param(
+        True, "encoder-decoder: one token table for both stacks (one vocabulary size)"
+    )
     activation_checkpointing: bool = param(
         False, "training: recompute each block in backward instead of storing activations"
     )
@@ -81,6 +83,7 @@ class MupFields:
 
 # Keys an `encoder:` / `decoder:` section may override, and a `layers:` entry.
 STACK_KEYS: tuple[str, ...] = (
+    "vocab_size",  # a stack's token table (FSMT: a source and a target vocabulary)
     "n_layers",
     "n_heads",
     "head_dim",

@@ -270,7 +270,7 @@ def _run(
     model = build_model(spec, device=device, dtype=dtype, attention_impl=cfg.attention_impl)
     flops = train_flops_per_token(model, cfg.seq_len)
     params = model.num_parameters()
-    check_head(model, spec.data["vocab_size"])
+    check_head(model, spec.stack(spec.stacks()[-1])["vocab_size"])  # the head's stack
     net = wrap(model, ranks, cfg.fsdp)
     opt = Optimizers(
         make_optimizers(net, cfg, spec),

@@ -19,13 +19,23 @@ from .common import DECODER_LM, HEADLESS, table
 class SavedSinusoidsConverter(Converter):
     """A type that saves its sinusoidal table as a frozen weight (Marian, Pegasus): archzoo
     computes the table, after checking the saved one is that table (a trained one is not).
-    `saved_sinusoids`: the stacks that save one; `sinusoid_width`: its columns."""
+    `saved_sinusoids`: the stacks that save one; `sinusoid_width`: its columns; `saved_table`
+    its values and `saved_rows` how many rows export writes."""
 
     saved_sinusoids: tuple[str, ...] = ("encoder", "decoder")
 
     def sinusoid_width(self, spec: Mapping[str, Any]) -> int:
         """The saved table's width: d_model (a table added to the embeddings)."""
         return int(spec["d_model"])
+
+    def saved_table(self, rows: int, width: int, pad: int | None) -> Tensor:
+        """The (rows, width) table a checkpoint saves, row p for position id p: Vaswani et
+        al.'s frequencies, sines then cosines (Marian, Pegasus, RoFormer)."""
+        return sinusoidal_table(torch.arange(rows), width, layout="halves")
+
+    def saved_rows(self, spec: Mapping[str, Any]) -> int:
+        """Rows of the table export writes: one per position (max_len)."""
+        return int(spec["max_len"])
 
     def import_state(
         self, src: TensorSource, config: dict[str, Any], names: Any, ctx: dict[str, Any]
@@ -35,7 +45,7 @@ class SavedSinusoidsConverter(Converter):
                 continue
             saved = src.tensors[name]
             n, dim = saved.shape
-            table = sinusoidal_table(torch.arange(n), dim, layout="halves")  # (n, dim)
+            table = self.saved_table(n, dim, get(config, "pad_token_id", None))  # (n, dim)
             err = (saved.float() - table).abs().max().item()
             if not err <= 1e-3:
                 raise ConversionError(
@@ -56,8 +66,8 @@ class SavedSinusoidsConverter(Converter):
         out = super().export_state(state, names, ctx, prefix, task)
         prefix = self.export_prefix(task) if prefix is None else prefix
         dtype = next((t.dtype for t in state.values() if t.is_floating_point()), None)
-        n, dim = ctx["max_len"], self.sinusoid_width(ctx)
-        table = sinusoidal_table(torch.arange(n), dim, layout="halves").to(dtype)  # (n, dim)
+        n, dim = self.saved_rows(ctx), self.sinusoid_width(ctx)
+        table = self.saved_table(n, dim, ctx.get("pad_token_id")).to(dtype)  # (n, dim)
         for stack in self.saved_sinusoids:
             out[f"{prefix}{stack}.embed_positions.weight"] = table
         return out

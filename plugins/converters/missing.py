@@ -64,7 +64,6 @@ MISSING_MECHANISMS = {
     ),
     "encoder-decoder": "an encoder-decoder assembled from two separately configured model types",
     "fnet": "Fourier-transform token mixing in place of attention",
-    "fsmt": "separate source and target vocabularies",
     "funnel": "Funnel's sequence pooling between blocks",
     "gemma3n_text": (
         "AltUp's predicted streams, LAuReL residuals, per-layer input embeddings, key/value "
