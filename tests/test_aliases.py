@@ -147,6 +147,10 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
         ("ForCausalLM", "Model"),
     ),
     "olmoe": ({**DECODER, "num_experts": 4, "num_experts_per_tok": 2}, ("ForCausalLM", "Model")),
+    "flex_olmo": (  # OLMo 2's norms after the sublayers; renormalised top-k weights
+        {**DECODER, "num_experts": 4, "num_experts_per_tok": 2, "norm_topk_prob": True},
+        ("ForCausalLM", "Model"),
+    ),
     "exaone": (DECODER, ("ForCausalLM", "Model")),  # saved under EXAONE's own names
     "xlm-roberta-xl": (ENCODER, (*ENCODER_TASKS, "ForQuestionAnswering")),
     "roberta-prelayernorm": (ENCODER, (*ENCODER_TASKS, "ForTokenClassification")),
