@@ -1900,3 +1900,5 @@ PUBLISHED["wmt19-en-de"] = (  # facebook/wmt19-en-de, as recalled (FSMTConfig's 
     ),
 )
 CAUSAL_LM["FSMTConfig"] = "FSMTForConditionalGeneration"
+PUBLISHED["mellum2-12b-a2.5b"] = ("MellumConfig", {})  # defaults: Mellum2-12B-A2.5B-Base
+CAUSAL_LM["MellumConfig"] = "MellumForCausalLM"

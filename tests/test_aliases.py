@@ -171,6 +171,13 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
         {**DECODER, **SMALL_MLA, "tie_word_embeddings": True},
         ("ForCausalLM", "Model"),
     ),
+    "mellum": (  # a sliding layer (window shorter than the rows) with its own rotary base
+        # after a full one; a dense layer before a routed one
+        {**DECODER, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16}
+        | {"sliding_window": 4, "layer_types": ["full_attention", "sliding_attention"]}
+        | {"mlp_layer_types": ["dense", "sparse"]},
+        ("ForCausalLM", "Model"),
+    ),
     "solar_open": ({**DECODER, **GLM4_MOE}, ("ForCausalLM", "Model")),  # every layer routed
     "cohere2": (  # a sliding layer (window shorter than the rows) and a NoPE global one
         {**DECODER, "sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]},

@@ -231,6 +231,11 @@ EXTRA = {
         "layer_types": ["full_attention", "sliding_attention"],
     },
     "glm4_moe": {"use_qk_norm": True, "attention_bias": True},
+    "mellum": {
+        "sliding_window": 4,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "mlp_layer_types": ["sparse", "dense"],
+    },
     "hunyuan_v1_moe": {"num_experts": 4, "moe_topk": 2},
     "ernie4_5_moe": {"moe_num_shared_experts": 1},
     "minimax_m2": {"rotary_dim": 4},
