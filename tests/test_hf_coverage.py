@@ -106,3 +106,48 @@ def test_the_table_prints_with_totals(report, monkeypatch):
     assert lines[0].split() == ["MODEL_TYPE", "STATUS", "WHY"]
     assert any(line.split()[:2] == ["camembert", "supported"] for line in lines)
     assert lines[-1].endswith("out of scope") and "supported, " in lines[-1]
+
+
+def test_nllb_moe_has_no_oracle_transformers_runs_experts_0_and_1_only():
+    """nllb-moe's refusal says transformers 5.24 cannot be its oracle: with tokens routed to
+    experts 2 and 3 (the router's own choice, checked), filling those experts' weights with
+    1000 leaves the logits unchanged, while expert 0's changes them. When this fails,
+    transformers fixed NllbMoeExperts and NLLB-MoE can be parity-tested."""
+    import torch
+    import transformers as hf
+
+    config = hf.NllbMoeConfig(
+        vocab_size=64,
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        num_experts=4,
+        encoder_sparse_step=1,
+        decoder_sparse_step=1,
+        max_position_embeddings=32,
+    )
+    torch.manual_seed(0)
+    model = hf.NllbMoeForConditionalGeneration(config).eval()
+    g = torch.Generator().manual_seed(0)
+    ids, dec = torch.randint(3, 64, (2, 9), generator=g), torch.randint(3, 64, (2, 5), generator=g)
+    router = model.model.encoder.layers[0].ffn.router
+    with torch.no_grad():
+        hidden = model.model.encoder.embed_tokens(ids).view(-1, 16)
+        chosen = set(router(hidden)[1].argmax(-1).tolist())
+        assert chosen & {2, 3}  # some tokens' first choice is expert 2 or 3
+        before = model(ids, decoder_input_ids=dec).logits
+        for name, p in model.named_parameters():
+            if ".experts.expert_2." in name or ".experts.expert_3." in name:
+                p.fill_(1e3)
+        assert torch.equal(model(ids, decoder_input_ids=dec).logits, before)
+        for name, p in model.named_parameters():
+            if ".experts.expert_0." in name:
+                p.fill_(1e3)
+        assert not torch.equal(model(ids, decoder_input_ids=dec).logits, before)
+    from archzoo.plugins.converters.missing import MISSING_MECHANISMS
+
+    assert "no oracle" in MISSING_MECHANISMS["nllb-moe"]
