@@ -1839,6 +1839,11 @@ PUBLISHED["led-base-16384"] = (  # allenai/led-base-16384, as recalled (LEDConfi
     ),
 )
 CAUSAL_LM["LEDConfig"] = "LEDForConditionalGeneration"
+PUBLISHED["pegasus-x-large"] = (  # google/pegasus-x-large: PegasusXConfig's defaults with the
+    "PegasusXConfig",  # 128 global tokens its docstring names (the class default is 32)
+    dict(num_global_tokens=128),
+)
+CAUSAL_LM["PegasusXConfig"] = "PegasusXForConditionalGeneration"
 PUBLISHED["apertus-v1.5-8b-text"] = ("Apertus1p5TextConfig", {})  # defaults: Apertus 1.5's text
 CAUSAL_LM["Apertus1p5TextConfig"] = "Apertus1p5TextForCausalLM"
 PUBLISHED["switch-base-8"] = (  # google/switch-base-8: the config class's defaults but every

@@ -158,6 +158,10 @@ def test_every_named_path_exists_in_a_built_model():
             ),
             ("kimi-linear-48b-a3b", {"n_layers": 1, "layers": []}),  # a kimi_delta mixer
             ("convbert-base", {"n_layers": 1}),  # span_conv's convolution heads
+            (  # PEGASUS-X's global tokens and their attention norm
+                "pegasus-x-large",
+                {"n_layers": 1, "encoder.layers": [], "decoder.n_layers": 1},
+            ),
             (  # OPT-350m's layout: project_in / project_out around a narrower table
                 "opt-125m",
                 {"n_layers": 1, "embedding": {"kind": "factorized", "positions": "after"}},

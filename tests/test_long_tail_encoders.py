@@ -194,6 +194,15 @@ GENERATIVE: dict[str, tuple[dict, tuple[str, ...]]] = {
         ("ForConditionalGeneration", "Model", "ForQuestionAnswering"),
     ),
 }
+GENERATIVE["pegasus_x"] = (  # blocks of 4 (rows of 10 padded to 12), every other staggered
+    dict(
+        {k: v for k, v in BART.items() if k != "scale_embedding"},
+        encoder_layers=3,
+        num_global_tokens=3,
+        block_size=4,
+    ),
+    ("ForConditionalGeneration", "Model"),
+)
 GENERATIVE["switch_transformers"] = (  # layer 1 of each stack routed; 3 tokens per expert
     dict(
         vocab_size=V,

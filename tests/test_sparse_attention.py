@@ -16,6 +16,7 @@ from archzoo.parts.masks import AttentionMask
 from archzoo.plugins.attention.bigbird import bigbird_layout
 from archzoo.plugins.attention.block_sparse import BlockLayoutPattern, generated_layout
 from archzoo.plugins.attention.fixed import FixedPattern
+from archzoo.plugins.attention.global_local import GlobalLocalPattern
 from archzoo.plugins.attention.kernels.band import band_applies
 from archzoo.plugins.attention.local import LocalPattern
 from archzoo.plugins.attention.longformer import LongformerPattern, global_attention
@@ -57,6 +58,8 @@ def patterns(T: int) -> dict:
             4,
         ),
         "longformer": LongformerPattern(3, g, BLOCK),
+        "global_local": GlobalLocalPattern(3, 6, False, 4),  # PEGASUS-X: 3 globals, blocks of 6
+        "global_local_staggered": GlobalLocalPattern(5, 6, True, BLOCK),
         "longformer_per_batch": LongformerPattern(3, per_batch, BLOCK),
     }
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
@@ -46,6 +47,14 @@ class Stack(nn.Module):
         self.final_norm = final_norm
         self.causal = causal
         self.checkpointing = checkpointing
+        self.prefix = embedding.prefix_tokens  # vectors the embedding puts before the tokens
+        caps = position.capabilities
+        if self.prefix and (causal or caps.rotate or caps.bias):
+            raise ValueError(
+                f"embedding {embedding.name!r} places {self.prefix} vectors before the tokens, "
+                "which a causal stack or a rotating / biasing position cannot place: use it in "
+                "a bidirectional stack with embedded positions (PEGASUS-X's encoder)"
+            )
 
     def forward(
         self,
@@ -93,9 +102,18 @@ class Stack(nn.Module):
             k_pos, key_padding = cache.advance(position_ids, attention_mask)
         if attention_mask is not None and getattr(self.embedding.cfg, "zero_padded", False):
             x = x * attention_mask[:, -T:, None].to(x.dtype)  # (B, T, 1): padded rows are 0
+        prefix = self.prefix
+        if prefix:  # the embedding's leading vectors are never padding
+            if documents is not None or cache is not None:
+                raise ValueError(
+                    f"embedding {self.embedding.name!r} places vectors before the tokens: "
+                    "packed rows (document_ids) and a KV cache cannot be used with it"
+                )
+            if key_padding is not None:
+                key_padding = F.pad(key_padding.to(torch.bool), (prefix, 0), value=True)
         mask = AttentionMask.build(
-            T,
-            k_pos.shape[1],
+            T + prefix,
+            k_pos.shape[1] + prefix,
             causal=self.causal,
             key_padding=key_padding,
             key_docs=documents,
@@ -103,7 +121,12 @@ class Stack(nn.Module):
         )
         state = self.position.prepare(position_ids, k_pos)
         ctx = AttentionContext(
-            mask, self.position, state, inputs=attention_inputs or {}, input_ids=input_ids
+            mask,
+            self.position,
+            state,
+            inputs=attention_inputs or {},
+            input_ids=input_ids,
+            prefix=prefix,
         )
         own = [  # the layers' own positions, prepared once per forward like the stack's
             replace(ctx, position=p, position_state=p.prepare(position_ids, k_pos))
@@ -148,6 +171,8 @@ class Stack(nn.Module):
             x = blocks[i](x, layer_ctx, memory, layer_cross)
         if self.final_norm is not None:
             x = self.final_norm(x)
+        if prefix:
+            x = x[:, prefix:]  # (B, T, D): the tokens' states
         if record is not None:
             record.final(x)
         return x
@@ -164,7 +189,7 @@ class Stack(nn.Module):
         record: StackRecord,
     ) -> Tensor:
         """Run layer use j (block i) keeping its input and, if asked, its probabilities."""
-        record.before_layer(x)
+        record.before_layer(x[:, self.prefix :] if self.prefix else x)  # the tokens' states
         if cache is not None:
             ctx = ctx.with_cache(cache.layers[j])
             if cross_ctx is not None:

@@ -48,6 +48,9 @@ class Embedding(Component):
     # keywords like an attention's, or "attention_mask" (the stack's own); an instance may
     # narrow them to what its config uses
     inputs: tuple[str, ...] = ()
+    # vectors it places before the tokens (PEGASUS-X's global tokens): every layer sees them,
+    # the stack drops them from its output
+    prefix_tokens: int = 0
 
     @classmethod
     def embed_width(cls, cfg: Any, dims: Dims) -> int:
@@ -162,6 +165,8 @@ class AttentionContext:
     decoding. inputs: per-batch tensors a component reads by name (Longformer's
     "global_attention_mask"), given to the model as `attention_inputs` or as keywords.
     input_ids: the stack's (B, T) token ids, for a pattern that derives from them.
+    prefix: how many leading positions are vectors the embedding placed before the tokens
+    (PEGASUS-X's global tokens); the stack drops them from its output.
     """
 
     mask: AttentionMask
@@ -172,6 +177,7 @@ class AttentionContext:
     want_probs: bool = False  # asked for this layer's probabilities (output_attentions)
     probs: Tensor | None = None  # (B, H, Tq, Tk): what Attention.attend returned, when asked
     input_ids: Tensor | None = None  # (B, T) the stack's token ids (new ones when decoding)
+    prefix: int = 0  # leading model-made positions before the tokens (embedding.prefix_tokens)
 
     def with_cache(self, cache: Any) -> AttentionContext:
         """This context with one layer's `cache`: a shallow copy, as `dataclasses.replace`

@@ -12,6 +12,7 @@ WORD = "{s}.embedding.word"
 TOKEN_TYPE = "{s}.embedding.token_type"
 TASK_TYPE = "{s}.embedding.task_type"  # token embedding task_types: ERNIE's task_type_ids table
 EMBED_NORM = "{s}.embedding.norm"
+GLOBAL_TOKENS = "{s}.embedding.global_table"  # token embedding global_tokens (PEGASUS-X)
 EMBED_PROJECT = "{s}.embedding.project"  # factorized embedding: width E -> d_model
 POSITION = "{s}.position.table"  # learned table or T5's bucket bias
 RELATIVE, RELATIVE_NORM = "{s}.position.relative", "{s}.position.norm"  # deberta_relative
@@ -25,6 +26,7 @@ BLOCK = "{s}.blocks.{i}."
 ATTN_NORM = BLOCK + "attention_norm"
 FFN_NORM = BLOCK + "ffn_norm"
 CROSS_NORM = BLOCK + "cross_norm"
+PREFIX_NORM = BLOCK + "prefix_norm"  # pre_ln prefix_attention_norm: the global tokens' norm
 Q, K, V, QKV, ATTN_OUT = (BLOCK + "attention." + p for p in ("q", "k", "v", "qkv", "out"))
 # longformer global_projections: the global rows' own q/k/v
 Q_GLOBAL, K_GLOBAL, V_GLOBAL = (BLOCK + f"attention.{p}_global" for p in "qkv")

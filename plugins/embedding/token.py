@@ -59,6 +59,12 @@ class TokenEmbedding(Embedding, name="token"):
             "add the position vectors after the embedding norm, not before it "
             "(BlenderbotSmall's decoder normalises the token vectors alone)",
         )
+        global_tokens: int = param(
+            0,
+            "learned vectors placed before the tokens, after dropout: every layer sees them and "
+            "the stack drops them from its output (PEGASUS-X's global tokens); 0 for none",
+            min=0,
+        )
         dropout: float | None = dropout_param("dropout on the output (null: model dropout)")
 
     def __init__(self, cfg: Any, dims: Any, *, make_norm: NormFactory) -> None:
@@ -81,6 +87,10 @@ class TokenEmbedding(Embedding, name="token"):
         self.dropout = nn.Dropout(dims.dropout if cfg.dropout is None else cfg.dropout)
         self.multiplier = (width**0.5 if cfg.scale else 1.0) * getattr(cfg, "multiplier", 1.0)
         self.round_scale = getattr(cfg, "round_scale", False)  # subclasses' Configs
+        self.prefix_tokens = getattr(cfg, "global_tokens", 0)
+        self.global_table = (
+            nn.Embedding(self.prefix_tokens, width) if self.prefix_tokens else None
+        )  # (G, W): the global tokens' vectors
 
     def word_weight(self) -> nn.Parameter:
         return self.word.weight
@@ -200,5 +210,10 @@ class TokenEmbedding(Embedding, name="token"):
         return False
 
     def finish(self, x: Tensor, positions: Tensor | None) -> Tensor:
-        """The embedded sum (B, T, embed_width) to the output; `positions`: late ones, if any."""
-        return self.dropout(x) if self.dropout.training else x
+        """The embedded sum (B, T, embed_width) to the output; `positions`: late ones, if any.
+        With global tokens: (B, G + T, embed_width), the G vectors first."""
+        x = self.dropout(x) if self.dropout.training else x
+        if self.global_table is None:
+            return x
+        glob = self.global_table.weight.to(x.dtype).expand(x.shape[0], -1, -1)  # (B, G, W)
+        return torch.cat([glob, x], dim=1)
