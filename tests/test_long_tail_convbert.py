@@ -218,3 +218,26 @@ def test_convbert_with_a_summary_projection_is_refused():
     config = {**config, "architectures": ["ConvBertForMultipleChoice"], "summary_use_proj": True}
     with pytest.raises(ConversionError, match="ConvBERT's summary is"):
         conv.to_spec(config)
+
+
+def test_electra_with_embedding_size_equal_d_model_exports_as_electra(tmp_path):
+    """ConvBERT's parent table: an E == d_model ELECTRA writes embedding_size = d_model (not
+    ElectraConfig's 128), so it exports as itself, not as the BERT it also fits."""
+    config = hf.ElectraConfig(
+        vocab_size=V,
+        embedding_size=32,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        intermediate_size=64,
+    )
+    torch.manual_seed(0)
+    ref = hf.ElectraForMaskedLM(config)
+    perturb(ref)
+    ours = archzoo.from_hf(save_hf(ref.eval(), tmp_path / "hf"))
+    report = archzoo.to_hf(ours, tmp_path / "out")
+    assert (report["model_type"], report["architecture"]) == ("electra", "ElectraForMaskedLM")
+    back = hf.ElectraForMaskedLM.from_pretrained(tmp_path / "out").eval()
+    feed = inputs((2, 9))
+    with torch.no_grad():
+        assert (ref(**feed).logits - back(**feed).logits).abs().max().item() <= 1e-6

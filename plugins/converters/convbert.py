@@ -7,7 +7,6 @@ summary (the row's last place)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from archzoo.parts.converter import ConversionError, Field, parse_fields, spec_parts
@@ -77,8 +76,3 @@ class ConvBertConverter(ElectraConverter, model_type="convbert", hf_prefix="Conv
             config.get(k) not in (None, v) for k, v in SUMMARY.items()
         ):
             raise ConversionError(f"config.json summary_*: ConvBERT's summary is {SUMMARY} only")
-
-    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
-        """embedding_size: the factorized embedding's E, else d_model."""
-        embedding = spec["embedding"]
-        config["embedding_size"] = embedding.get("embedding_size") or spec["d_model"]

@@ -3,6 +3,7 @@ E != d, the discriminator (replaced-token) head and the generator's MLM head."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from archzoo.parts.converter import Field, get
@@ -74,3 +75,8 @@ class ElectraConverter(BertConverter, model_type="electra", hf_prefix="Electra")
         width = spec["embedding"].pop("embedding_size")
         if width != get(config, "hidden_size"):
             spec["embedding"].update(kind="factorized", embedding_size=width)
+
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        """embedding_size: the factorized embedding's E, else d_model (the type's default
+        may be neither: ELECTRA's 128)."""
+        config["embedding_size"] = spec["embedding"].get("embedding_size") or spec["d_model"]
