@@ -1907,3 +1907,7 @@ PUBLISHED["wmt19-en-de"] = (  # facebook/wmt19-en-de, as recalled (FSMTConfig's 
 CAUSAL_LM["FSMTConfig"] = "FSMTForConditionalGeneration"
 PUBLISHED["mellum2-12b-a2.5b"] = ("MellumConfig", {})  # defaults: Mellum2-12B-A2.5B-Base
 CAUSAL_LM["MellumConfig"] = "MellumForCausalLM"
+PUBLISHED["jina-embeddings-v3"] = ("JinaEmbeddingsV3Config", {})  # its config's defaults
+CAUSAL_LM["JinaEmbeddingsV3Config"] = "JinaEmbeddingsV3ForMaskedLM"
+PUBLISHED["nomic-embed-text-v1.5"] = ("NomicBertConfig", {})  # NomicBertConfig's defaults
+CAUSAL_LM["NomicBertConfig"] = "NomicBertForMaskedLM"

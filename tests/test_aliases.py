@@ -152,6 +152,11 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
         ("ForCausalLM", "Model"),
     ),
     "exaone": (DECODER, ("ForCausalLM", "Model")),  # saved under EXAONE's own names
+    "jina_embeddings_v3": (
+        ENCODER,
+        (*ENCODER_TASKS, "ForTokenClassification", "ForQuestionAnswering"),
+    ),
+    "nomic_bert": ({**ENCODER, "type_vocab_size": 2}, (*ENCODER_TASKS, "ForTokenClassification")),
     "xlm-roberta-xl": (ENCODER, (*ENCODER_TASKS, "ForQuestionAnswering")),
     "roberta-prelayernorm": (ENCODER, (*ENCODER_TASKS, "ForTokenClassification")),
     "megatron-bert": (
