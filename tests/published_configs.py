@@ -1790,6 +1790,12 @@ PUBLISHED["squeezebert-uncased"] = ("SqueezeBertConfig", {"architectures": ["Squ
 CAUSAL_LM["SqueezeBertConfig"] = "SqueezeBertModel"
 PUBLISHED["convbert-base"] = ("ConvBertConfig", {})  # YituTech/conv-bert-base: the defaults
 CAUSAL_LM["ConvBertConfig"] = "ConvBertForMaskedLM"
+# google/mobilebert-uncased: MobileBertConfig's defaults, as MobileBertForMaskedLM
+PUBLISHED["mobilebert-uncased"] = (
+    "MobileBertConfig",
+    {"architectures": ["MobileBertForMaskedLM"]},
+)
+CAUSAL_LM["MobileBertConfig"] = "MobileBertForMaskedLM"
 # XmodConfig's defaults (its docstring: a facebook/xmod-base style configuration, one
 # language adapter, en_XX), with en_XX as the default language as the zoo spec has it
 PUBLISHED["xmod-base"] = ("XmodConfig", dict(default_language="en_XX"))

@@ -46,6 +46,7 @@ EXTRA = {
     "xmod": {"languages": ["en_XX", "de_DE"], "default_language": "de_DE"},  # adapters
     "squeezebert": {"embedding_size": 32, "post_attention_groups": 2},  # = hidden_size
     "convbert": {"num_groups": 2, "conv_kernel_size": 3},  # the FFN's saved blocks
+    "mobilebert": {"intra_bottleneck_size": 16, "num_feedforward_networks": 2},
     "granitemoe": {
         "embedding_multiplier": 12.0,
         "residual_multiplier": 0.22,

@@ -24,6 +24,7 @@ DEFAULT_HEAD = {"decoder": "lm", "encoder-decoder": "lm", "encoder": "mlm"}
 # Component parameters a tiny model needs where a default does not fit it: {"kind:name": {...}}.
 TINY_PARAMS: dict[str, dict] = {
     "attention:block_local": {"radius": 3},  # several blocks of 4 in SRC_LEN
+    "block:bottleneck": {"inner_dim": 16, "attention_input": "inner", "n_ffn": 2},
     "attention:transient_global": {"radius": 3, "global_block": 4},
     "attention:side_by_side": {  # Falcon-H1's layer: Mamba 2 beside attention
         "mixers": [
@@ -80,6 +81,8 @@ def families_for(cls: type[Component]) -> tuple[str, ...]:
             return ("encoder",)
         both = caps.bidirectional and caps.cross  # a decoder stack's cross-attention too
         return ("decoder", "encoder-decoder") if both else ("decoder",)
+    if cls.kind == "block" and not cls.capabilities.cross_layer:
+        return ("decoder",)  # no cross-attention: no encoder-decoder
     if cls.kind in STACK_KINDS:
         return ("decoder", "encoder-decoder")
     pytest.fail(

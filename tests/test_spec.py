@@ -49,6 +49,7 @@ def test_resolved_spec_has_every_default_explicit():
         "v_groups": 1,
         "out_groups": 1,
         "qk_norm_after_position": False,  # added with HunYuan
+        "value_width": None,  # added with MobileBERT's bottleneck block
     }  # no kernel keys (eager, fused_bias): the kernel is a run-time choice (attention_impl=)
     assert spec.data["sharing"] == {"kind": "none"}
     assert spec.data["init_std"] == 0.02

@@ -199,15 +199,24 @@ def make_block(layer: LayerPlan, dims: Dims, *, cross: bool, index: int = 0) -> 
     """One block with its attention, ffn, norms and (in a cross stack) cross-attention; an
     attention whose constructor takes `layer_index` gets the block's index in its stack."""
     att, make_norm = layer.attention, norm_factory(layer.norm, dims)
-    norm = {"make_norm": make_norm} if takes_norm(att.cls) else {}
+    inner = layer.block.cls.sublayer_dims(layer.block.config, dims)  # a bottleneck's width
+    inner_norm = norm_factory(layer.norm, inner)
+    norm = {"make_norm": inner_norm} if takes_norm(att.cls) else {}
     depth = {"layer_index": index} if takes_layer_index(att.cls) else {}
+    more = {"make_ffn": lambda: layer.ffn.make(inner)} if takes_ffn_factory(layer.block.cls) else {}
     return layer.block.make(
         dims,
-        attention=att.make(dims, **norm, **depth),
-        ffn=layer.ffn.make(dims),
+        attention=att.make(inner, **norm, **depth),
+        ffn=layer.ffn.make(inner),
         make_norm=make_norm,
-        cross_attention=att.cls.cross_attention(att.config, dims, **norm) if cross else None,
+        cross_attention=att.cls.cross_attention(att.config, inner, **norm) if cross else None,
+        **more,
     )
+
+
+def takes_ffn_factory(cls: type) -> bool:
+    """Whether a block's constructor takes a factory of more FFNs (`make_ffn`)."""
+    return "make_ffn" in inspect.signature(cls.__init__).parameters
 
 
 def takes_norm(cls: type) -> bool:

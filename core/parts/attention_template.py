@@ -99,7 +99,10 @@ class AttentionTemplate(KernelRunner, Attention):
             if cache is not None:
                 cache.k, cache.v = k, v
             return q, k, v
-        q, k, v = self.project_qkv(x)
+        if ctx.value_input is None:
+            q, k, v = self.project_qkv(x)
+        else:  # v from the block's other tensor (Projections' value_width)
+            q, k, v = self.project_qkv(x, ctx.value_input)
         if ctx.position is not None and self.uses_position:
             q, k = ctx.position.rotate(ctx.position_state, q, k)
         q, k = self.after_position(q, k)

@@ -47,6 +47,7 @@ class Capabilities:
     accepts_bias: bool = True  # attention: applies a position's score bias
     even_head_dim: bool = False  # needs an even head dimension
     final_norm: bool = False  # block: the stack ends with a norm
+    cross_layer: bool = True  # block: can hold a decoder layer's cross-attention
     kv_cache: bool = False  # attention: supports incremental decoding
     aux_loss: bool = False  # any: adds an auxiliary training loss (combine_aux_loss)
     generates: bool = False  # head: its logits score the next token, so `generate` can use it
@@ -70,7 +71,7 @@ KIND_CAPABILITIES: dict[str, tuple[str, ...]] = {
         "mup",
     ),
     "position": ("rotate", "bias", "embed", "values"),
-    "block": ("final_norm",),
+    "block": ("final_norm", "cross_layer"),
     "head": ("generates", "token_ids", "choices", "mup"),
 }
 ANY_KIND_CAPABILITIES = ("even_head_dim", "aux_loss")  # flags any kind may declare

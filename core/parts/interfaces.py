@@ -167,6 +167,8 @@ class AttentionContext:
     input_ids: the stack's (B, T) token ids, for a pattern that derives from them.
     prefix: how many leading positions are vectors the embedding placed before the tokens
     (PEGASUS-X's global tokens); the stack drops them from its output.
+    value_input: (B, T, value_width) what the v projection reads instead of x, set by a
+    block for one attention call (a bottleneck block's full-width input); None: x.
     """
 
     mask: AttentionMask
@@ -178,6 +180,7 @@ class AttentionContext:
     probs: Tensor | None = None  # (B, H, Tq, Tk): what Attention.attend returned, when asked
     input_ids: Tensor | None = None  # (B, T) the stack's token ids (new ones when decoding)
     prefix: int = 0  # leading model-made positions before the tokens (embedding.prefix_tokens)
+    value_input: Tensor | None = None  # (B, T, value_width): the v projection's own input
 
     def with_cache(self, cache: Any) -> AttentionContext:
         """This context with one layer's `cache`: a shallow copy, as `dataclasses.replace`
@@ -316,6 +319,12 @@ class Block(Component):
         self.ffn = ffn
         self.dropout = nn.Dropout(dims.dropout)
         self.make_norms(make_norm, cross=cross_attention is not None)
+
+    @classmethod
+    def sublayer_dims(cls, cfg: Any, dims: Dims) -> Dims:
+        """The sizes its attention and FFN are built (and checked) with: the model's here; a
+        layout that runs them at another width (a bottleneck) says so."""
+        return dims
 
     def make_norms(self, make_norm: NormFactory, *, cross: bool) -> None:
         """Create the norms this layout uses (as attributes): one before each sublayer here."""

@@ -64,11 +64,19 @@ def check_stack(stack: StackPlan, prefix: tuple, report: Report) -> None:
     for layer in {id(layer): layer for layer in stack.layers}.values():  # each distinct once
         comps = layer.components()
         where = prefix if comps == first else prefix + ("layers",)
+        inner = layer.block.cls.sublayer_dims(layer.block.config, stack.dims)
         for kind in LAYER_PARTS:
-            check_part(getattr(layer, kind), stack.dims, where + (kind,), report)
+            dims = inner if kind in ("attention", "ffn") else stack.dims
+            check_part(getattr(layer, kind), dims, where + (kind,), report)
         if layer.position is not None:
             check_layer_position(layer.position, stack, where + ("position",), report)
         check_attention(layer.attention, stack, where + ("attention",), report, layer.position)
+        if stack.role.cross and not layer.block.cls.capabilities.cross_layer:
+            block = layer.block.cls.name
+            report(
+                where + ("block",),
+                f"block {block!r} cannot hold the cross-attention a {stack.role.which} stack needs",
+            )
     if stack.sharing_error is not None:
         report(prefix + ("sharing",), stack.sharing_error)
         return

@@ -44,6 +44,13 @@ class ProjectionConfig:
     k_groups: int = param(1, "the k projection block-diagonal in this many groups", min=1)
     v_groups: int = param(1, "the v projection block-diagonal in this many groups", min=1)
     out_groups: int = param(1, "the output projection block-diagonal in this many groups", min=1)
+    value_width: int | None = param(
+        None,
+        "the v projection reads a tensor of this width that the block hands over apart "
+        "from x (MobileBERT's bottleneck block: its d_model-wide input, while q and k read "
+        "a narrower bottleneck); null: x, as q and k",
+        min=1,
+    )
     scale: float | None = param(None, "score scale (null: 1/sqrt(head_dim))", gt=0.0)
     scale_at: Literal["scores", "query"] = param(
         "scores",
@@ -96,6 +103,8 @@ def projection_issues(cfg: Any, dims: Any) -> list[tuple[str, str]]:
         if dims.d_model % g or sizes[name] % g:
             problem = f"{g} groups do not divide d_model {dims.d_model} and {sizes[name]}"
             return [(name, problem)]
+    if cfg.value_width is not None and cfg.fused_qkv:
+        return [("value_width", "needs separate q, k and v projections (fused_qkv: false)")]
     if cfg.qk_norm_after_position and cfg.qk_norm not in ("head", "each_head"):
         problem = f"needs a per-head qk_norm ('head' or 'each_head'), not {cfg.qk_norm!r}"
         return [("qk_norm_after_position", problem)]
@@ -123,7 +132,7 @@ class Projections:
         else:
             self.q = linear(d, q_dim, groups=cfg.q_groups)
             self.k = linear(d, kv_dim, groups=cfg.k_groups)
-            self.v = linear(d, kv_dim, groups=cfg.v_groups)
+            self.v = linear(cfg.value_width or d, kv_dim, groups=cfg.v_groups)
         out_bias = cfg.bias if cfg.out_bias is None else cfg.out_bias
         self.out = linear(q_dim, d, bias=out_bias, groups=cfg.out_groups)
         self.scale = cfg.scale
@@ -185,10 +194,16 @@ class Projections:
             k, v = self.k(src), self.v(src)
         return self._heads(k, self.n_kv), self._heads(v, self.n_kv)
 
-    def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def project_qkv(self, x: Tensor, values: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """q (B, H, T, hd), k and v (B, Hkv, T, hd) of the new tokens, q/k normed (unless
-        the norm comes after the position: `after_position`)."""
+        the norm comes after the position: `after_position`); v of `values` (B, T,
+        value_width) when the block hands them over (value_width)."""
         norm = self.cfg.qk_norm
+        if (values is None) != (self.cfg.value_width is None):
+            raise ValueError(
+                f"attention {self.name!r}: value_width {self.cfg.value_width} needs its "
+                "values' input from the block (a bottleneck block), and only then takes one"
+            )
         if "qkv" in self._modules and norm != "full":  # heads straight from the fused output
             B, T, _ = x.shape
             heads = self.n_heads + 2 * self.n_kv
@@ -200,7 +215,8 @@ class Projections:
                 sizes = [self.q_dim, self.kv_dim, self.kv_dim]
                 q, k, v = self._clip(self.qkv(x)).split(sizes, dim=-1)
             else:
-                q, k, v = self._clip(self.q(x)), self._clip(self.k(x)), self._clip(self.v(x))
+                v_in = x if values is None else values
+                q, k, v = self._clip(self.q(x)), self._clip(self.k(x)), self._clip(self.v(v_in))
             if norm == "full":  # over all heads at once: (B, T, H*hd)
                 q, k = self.q_norm(q), self.k_norm(k)
             q, k = self._heads(q, self.n_heads), self._heads(k, self.n_kv)

@@ -134,7 +134,6 @@ MISSING_MECHANISMS = {
         "Llama 4's query scaling by position, 1 + beta ln(1 + floor(i / original_max_len)) "
         "(llama_4_scaling_beta), on YaRN rotary"
     ),
-    "mobilebert": "MobileBERT's bottleneck layers",
     "mra": "MRA's multi-resolution (block low-rank) approximation of attention",
     "nllb-moe": (
         "top-2 routing with capacity and its second-expert policy (all / sampling / random); "

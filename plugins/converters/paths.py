@@ -107,3 +107,8 @@ SPAN_KEY_POINTWISE_WEIGHT, SPAN_KEY_POINTWISE_BIAS = (
     SPAN_KEY_POINTWISE + ".bias",
 )
 SPAN_KERNEL, SPAN_VALUE = BLOCK + "attention.conv_kernel", BLOCK + "attention.conv_value"
+# bottleneck block: the input bottleneck, q/k's own one, the output one back to d_model
+BOTTLENECK_IN, BOTTLENECK_IN_NORM = BLOCK + "in_proj", BLOCK + "in_norm"
+QK_BOTTLENECK, QK_BOTTLENECK_NORM = BLOCK + "qk_proj", BLOCK + "qk_norm"
+BOTTLENECK_OUT, BOTTLENECK_OUT_NORM = BLOCK + "out_proj", BLOCK + "out_norm"
+MLM_EXTENSION = "head.extension"  # mlm decoder_extension: the decoder's columns past the table

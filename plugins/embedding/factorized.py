@@ -1,9 +1,13 @@
-"""ALBERT's factorized embedding: an E-wide token table, projected up to d_model."""
+"""ALBERT's factorized embedding: an E-wide token table, projected up to d_model; or the
+token vectors alone projected first (with MobileBERT's trigram input), types, positions and
+the norm then at d_model."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
+import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from archzoo.parts.component import dropout_param, param
@@ -33,24 +37,62 @@ class FactorizedEmbedding(TokenEmbedding, name="factorized"):
             "before",
             "positions join the E-wide sum (ALBERT) or the projected d_model one (OPT)",
         )
+        project: Literal["sum", "tokens"] = param(
+            "sum",
+            "what the projection takes: the E-wide sum (of tokens, types and positions: "
+            "ALBERT, OPT) or the token vectors alone, types, positions and the norm then "
+            "joining at d_model (MobileBERT)",
+        )
+        trigram: bool = param(
+            False,
+            "project: tokens: each token's vector concatenated with its next and previous "
+            "neighbours' ([next | own | previous], zeros past the row's ends), 3E wide, "
+            "before the projection (MobileBERT's trigram input)",
+        )
 
     @classmethod
     def embed_width(cls, cfg: Any, dims: Dims) -> int:
         return cfg.embedding_size
 
     @classmethod
+    def sum_width(cls, cfg: Any, dims: Dims) -> int:
+        return dims.d_model if cfg.project == "tokens" else cfg.embedding_size
+
+    @classmethod
     def position_width(cls, cfg: Any, dims: Dims) -> int:
-        return cfg.embedding_size if cfg.positions == "before" else dims.d_model
+        before = cfg.positions == "before" and cfg.project == "sum"
+        return cfg.embedding_size if before else dims.d_model
+
+    @classmethod
+    def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
+        if cfg.project == "tokens" and cfg.positions == "after":
+            return [("positions", "project: tokens adds the positions at d_model already")]
+        if cfg.trigram and cfg.project != "tokens":
+            return [("trigram", "needs project: tokens (the concatenation is projected)")]
+        return super().check(cfg, dims)
 
     def __init__(self, cfg: Any, dims: Any, *, make_norm: NormFactory) -> None:
         super().__init__(cfg, dims, make_norm=make_norm)
-        self.project = nn.Linear(cfg.embedding_size, dims.d_model, bias=cfg.project_bias)
+        width = cfg.embedding_size * (3 if cfg.trigram else 1)
+        self.project = nn.Linear(width, dims.d_model, bias=cfg.project_bias)
+
+    def token_vectors(self, x: Tensor) -> Tensor:
+        """project: tokens: (B, T, E) token vectors (with their neighbours') to (B, T, d)."""
+        if self.cfg.project == "sum":
+            return x
+        if self.cfg.trigram:  # (B, T, 3E): the next token's, its own, the previous one's
+            nxt = F.pad(x[:, 1:], (0, 0, 0, 1))  # (B, T, E), zeros after the last
+            prev = F.pad(x[:, :-1], (0, 0, 1, 0))  # (B, T, E), zeros before the first
+            x = torch.cat([nxt, x, prev], dim=-1)
+        return self.project(x)
 
     def late_positions(self) -> bool:
         """OPT: positions are d_model wide, added once projected."""
         return self.cfg.positions == "after"
 
     def finish(self, x: Tensor, positions: Tensor | None) -> Tensor:
+        if self.cfg.project == "tokens":  # projected already, the sum normed at d_model
+            return self.dropout(x)
         if not self.late_positions():  # positions (sized to E) joined the E-wide sum
             return self.project(self.dropout(x))  # (B, T, d_model)
         x = self.project(x)  # (B, T, d_model)

@@ -69,8 +69,8 @@ class TokenEmbedding(Embedding, name="token"):
 
     def __init__(self, cfg: Any, dims: Any, *, make_norm: NormFactory) -> None:
         super().__init__(cfg, dims)
-        width = self.embed_width(cfg, dims)
-        self.word = nn.Embedding(dims.vocab_size, width)
+        self.word = nn.Embedding(dims.vocab_size, self.embed_width(cfg, dims))
+        width = self.sum_width(cfg, dims)  # of the types, languages and the norm
         self.token_type = nn.Embedding(cfg.type_vocab_size, width) if cfg.type_vocab_size else None
         n_langs = getattr(cfg, "n_langs", 0)  # subclasses with a Config of their own
         self.lang = nn.Embedding(n_langs, width) if n_langs else None
@@ -85,12 +85,23 @@ class TokenEmbedding(Embedding, name="token"):
         self.positions_after_norm = getattr(cfg, "positions_after_norm", False)
         self.norm = make_norm(dim=width) if cfg.norm else None
         self.dropout = nn.Dropout(dims.dropout if cfg.dropout is None else cfg.dropout)
-        self.multiplier = (width**0.5 if cfg.scale else 1.0) * getattr(cfg, "multiplier", 1.0)
+        self.multiplier = (self.embed_width(cfg, dims) ** 0.5 if cfg.scale else 1.0) * getattr(
+            cfg, "multiplier", 1.0
+        )
         self.round_scale = getattr(cfg, "round_scale", False)  # subclasses' Configs
         self.prefix_tokens = getattr(cfg, "global_tokens", 0)
         self.global_table = (
             nn.Embedding(self.prefix_tokens, width) if self.prefix_tokens else None
         )  # (G, W): the global tokens' vectors
+
+    @classmethod
+    def sum_width(cls, cfg: Any, dims: Any) -> int:
+        """Width of the sum the token types, positions and the norm join (embed_width here)."""
+        return cls.embed_width(cfg, dims)
+
+    def token_vectors(self, x: Tensor) -> Tensor:
+        """The token vectors (B, T, embed_width) as the sum takes them: unchanged here."""
+        return x
 
     def word_weight(self) -> nn.Parameter:
         return self.word.weight
@@ -158,12 +169,13 @@ class TokenEmbedding(Embedding, name="token"):
         attention_mask: Tensor | None = None,
     ) -> Tensor:
         """Scaled token vectors (+ languages) + token types + positions, normalised:
-        (B, T, embed_width)."""
+        (B, T, sum_width)."""
         x = self.word(input_ids)  # (B, T, W)
         if self.multiplier != 1.0:
             x = x * (x.new_tensor(self.multiplier) if self.round_scale else self.multiplier)
         if self.token_dropout:
             x = self.rescale_masked(x, input_ids, attention_mask)
+        x = self.token_vectors(x)  # (B, T, sum_width)
         if self.positions_first and position_embeds is not None:
             x, position_embeds = x + position_embeds.to(x.dtype), None
         if self.lang is not None and langs is not None:

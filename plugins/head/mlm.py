@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from archzoo.parts.component import param
@@ -39,6 +41,18 @@ class MLMHead(Head, name="mlm", mup=True):
             "RemBERT: its wider output_embedding_size, with an untied decoder)",
             min=1,
         )
+        transform_norm_eps: float | None = param(
+            None,
+            "the transform's norm: null: the stack's; a number: a LayerNorm of its own with "
+            "this eps (MobileBERT, whose stack norms do not normalise)",
+            gt=0.0,
+        )
+        decoder_extension: bool = param(
+            False,
+            "with tie and a transform width wider than the token table, the decoder's first "
+            "embed_width columns are the table and the rest a matrix of the head's own "
+            "(MobileBERT: 128 of 512)",
+        )
 
     def __init__(
         self, cfg: Any, dims: Any, *, embedding: Embedding, make_norm: NormFactory, **_: Any
@@ -46,7 +60,13 @@ class MLMHead(Head, name="mlm", mup=True):
         super().__init__(cfg, dims)
         table = embedding.embed_width(embedding.cfg, embedding.dims)
         width = table if cfg.width is None else cfg.width
-        if cfg.tie and width != table:
+        extension = width - table if cfg.decoder_extension else 0
+        if cfg.decoder_extension and (not cfg.tie or extension <= 0):
+            raise ValueError(
+                f"head 'mlm': decoder_extension needs tie: true and a width above the "
+                f"{table}-wide token table, got tie {cfg.tie} and width {width}"
+            )
+        if cfg.tie and width != table and not extension:
             raise ValueError(
                 f"head 'mlm': width {width} cannot tie to the {table}-wide token table; "
                 "set tie: false"
@@ -55,13 +75,17 @@ class MLMHead(Head, name="mlm", mup=True):
         if cfg.transform:
             self.dense = nn.Linear(dims.d_model, width, bias=cfg.dense_bias)
             self.norm = make_norm(dim=width)
+            if cfg.transform_norm_eps is not None:  # a LayerNorm whatever the stack's norm
+                self.norm = nn.LayerNorm(width, eps=cfg.transform_norm_eps)
         elif width != dims.d_model:
             raise ValueError(f"head 'mlm' without a transform needs embed_width {dims.d_model}")
         self.act = ACTIVATIONS[cfg.activation]
-        self.decoder = nn.Linear(width, dims.vocab_size, bias=cfg.decoder_bias)
+        self.decoder = nn.Linear(width - extension, dims.vocab_size, bias=cfg.decoder_bias)
         if cfg.tie:
             self.decoder.weight = embedding.word_weight()
         self.bias = self.decoder.bias  # one parameter, two names: the add fuses into addmm
+        # decoder_extension: (V, width - E), the decoder's columns past the tied table
+        self.extension = nn.Linear(extension, dims.vocab_size, bias=False) if extension else None
         self.pooler = nn.Linear(dims.d_model, dims.d_model) if cfg.pooler else None
 
     def features(self, hidden: Tensor) -> Tensor:
@@ -71,7 +95,15 @@ class MLMHead(Head, name="mlm", mup=True):
         scale = self.dims.output_multiplier
         return out if scale == 1.0 else out * scale
 
+    def decoder_weight(self) -> Tensor:
+        """(V, width): the tied table, with decoder_extension's columns after it."""
+        if self.extension is None:
+            return self.decoder.weight
+        return torch.cat([self.decoder.weight, self.extension.weight], dim=1)
+
     def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        if self.extension is not None:  # (B, T, V): one matmul over the joined columns
+            return F.linear(self.features(hidden), self.decoder_weight(), self.decoder.bias)
         return self.decoder(self.features(hidden))  # (B, T, V), decoder bias = self.bias
 
     def token_loss(
@@ -92,7 +124,7 @@ class MLMHead(Head, name="mlm", mup=True):
             )
         return linear_cross_entropy(
             self.features(hidden),
-            self.decoder.weight,
+            self.decoder_weight(),
             self.decoder.bias,
             targets,
             shift=False,
