@@ -906,6 +906,8 @@ PUBLISHED["iquest-coder-v1-40b"] = (  # IQuestCoderConfig's defaults (IQuest-Cod
 CAUSAL_LM["IQuestCoderConfig"] = "LlamaForCausalLM"  # transformers runs it with Llama's classes
 PUBLISHED["flexolmo-7x7b"] = ("FlexOlmoConfig", {})  # its defaults: allenai/FlexOlmo-7x7B-1T
 CAUSAL_LM["FlexOlmoConfig"] = "FlexOlmoForCausalLM"
+PUBLISHED["exaone-moe-28b"] = ("ExaoneMoeConfig", {})  # its defaults (not K-EXAONE-236B's size)
+CAUSAL_LM["ExaoneMoeConfig"] = "ExaoneMoeForCausalLM"
 PUBLISHED["helium-2b"] = (  # kyutai/helium-1-preview-2b (HeliumConfig's defaults)
     "HeliumConfig",
     dict(

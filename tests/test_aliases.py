@@ -147,6 +147,18 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
         ("ForCausalLM", "Model"),
     ),
     "olmoe": ({**DECODER, "num_experts": 4, "num_experts_per_tok": 2}, ("ForCausalLM", "Model")),
+    "exaone_moe": (  # a dense layer, then sliding (window shorter than the rows) and NoPE
+        {  # global layers over sigmoid-routed experts with a shared one
+            **DECODER,
+            "num_hidden_layers": 3,
+            "num_experts": 4,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 16,
+            "sliding_window": 4,
+            "sliding_window_pattern": 2,
+        },
+        ("ForCausalLM", "Model"),
+    ),
     "flex_olmo": (  # OLMo 2's norms after the sublayers; renormalised top-k weights
         {**DECODER, "num_experts": 4, "num_experts_per_tok": 2, "norm_topk_prob": True},
         ("ForCausalLM", "Model"),
