@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from archzoo.parts.converter import Field, Task, Values, parse_fields, spec_parts
+from archzoo.parts.converter import (
+    ConversionError,
+    Field,
+    Task,
+    Values,
+    parse_fields,
+    spec_parts,
+)
 from archzoo.parts.hf_tensors import TensorTable, parse_rules
 
 from . import paths
@@ -180,6 +187,26 @@ def megatron_layer(layer: str, attention: str) -> str:
     {layer}.(input_layernorm,post_attention_layernorm)   ATTN_NORM,FFN_NORM
     {layer}.mlp.(dense_h_to_4h,dense_4h_to_h)            FC_IN,FC_OUT
     """
+
+
+def layer_types(
+    config: Mapping[str, Any],
+    n: int,
+    known: tuple[str, ...],
+    fallback: Callable[[Mapping[str, Any], int], Iterable[Any]] | None = None,
+) -> list[str]:
+    """A hybrid's kind of each of its `n` layers: config.json's `layer_types`, else
+    `fallback(config, n)` (a family's older keys or transformers' default); one of `known`
+    per layer, else a ConversionError naming the list."""
+    kinds = config.get("layer_types")
+    if kinds is None and fallback is not None:
+        kinds = fallback(config, n)
+    kinds = list(kinds or ())
+    if len(kinds) != n or set(kinds) - set(known):
+        raise ConversionError(
+            f"config.json layer_types={kinds!r}: expected one of {known} per layer ({n} layers)"
+        )
+    return kinds
 
 
 def mlm_task(at: str, dense: str, norm: str, activation: Field) -> Task:

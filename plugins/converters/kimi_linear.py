@@ -26,7 +26,7 @@ from archzoo.parts.converter import (
 from archzoo.parts.hf_tensors import ZooNames
 from archzoo.specs.plan import layer_components, stack_config
 
-from .common import HEADLESS, PAD, SIZES, lm_task, table
+from .common import HEADLESS, PAD, SIZES, layer_types, lm_task, table
 from .deepseek import MLA_TENSORS, MOE_TENSORS
 from .experts import PerExpert
 from .llama import MLP_TENSORS
@@ -43,25 +43,18 @@ KINDS = ("linear_attention", "full_attention")
 GATE_PARTS = ("f_a_proj.weight", "f_b_proj.weight", "dt_bias", "A_log")
 
 
-def layer_kinds(config: Mapping[str, Any], n: int) -> list[str]:
-    """`layer_types`, else the checkpoint's 1-indexed `linear_attn_config` lists, else
+def default_kinds(config: Mapping[str, Any], n: int) -> list[str | None]:
+    """Without `layer_types`: the checkpoint's 1-indexed `linear_attn_config` lists, else
     transformers' default (full attention on every 4th layer after the first)."""
-    kinds = config.get("layer_types")
     linear = config.get("linear_attn_config") or {}
-    if kinds is None and "full_attn_layers" in linear and "kda_layers" in linear:
-        kinds = [None] * n
+    if "full_attn_layers" in linear and "kda_layers" in linear:
+        kinds: list[str | None] = [None] * n
         for i in linear["full_attn_layers"]:
             kinds[i - 1] = KINDS[1]
         for i in linear["kda_layers"]:
             kinds[i - 1] = KINDS[0]
-    if kinds is None:
-        kinds = [KINDS[1] if i and i % 4 == 0 else KINDS[0] for i in range(n)]
-    kinds = list(kinds)
-    if len(kinds) != n or set(kinds) - set(KINDS):
-        raise ConversionError(
-            f"config.json layer_types={kinds!r}: expected one of {KINDS} per layer ({n} layers)"
-        )
-    return kinds
+        return kinds
+    return [KINDS[1] if i and i % 4 == 0 else KINDS[0] for i in range(n)]
 
 
 class KimiLinearConverter(
@@ -111,7 +104,7 @@ class KimiLinearConverter(
                 spec["attention"][ours] = int(linear[hf])
         if "short_conv_kernel_size" in linear:
             spec["attention"]["conv_kernel"] = int(linear["short_conv_kernel_size"])
-        kinds = layer_kinds(config, n)
+        kinds = layer_types(config, n, KINDS, default_kinds)
         heads = config["num_attention_heads"]
         if (config.get("num_key_value_heads") or heads) != heads:
             raise ConversionError(

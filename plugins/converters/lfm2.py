@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.parts.converter import ConversionError, Field, parse_fields, spec_parts
+from archzoo.parts.converter import Field, parse_fields, spec_parts
 from archzoo.specs.plan import layer_components, stack_config
 
-from .common import HEADLESS, PAD, SIZES, lm_task, table
+from .common import HEADLESS, PAD, SIZES, layer_types, lm_task, table
 from .llama import LlamaConverter
 
 LFM2_TENSORS = """
@@ -39,6 +39,13 @@ def lfm2_ffn_width(config: dict[str, Any]) -> int:
         step = config.get("block_multiple_of", 256)
         width = step * ((width + step - 1) // step)
     return width
+
+
+def default_kinds(config: Mapping[str, Any], n: int) -> list[str]:
+    """Older configs' kinds: the attention layers' indices `full_attn_idxs` (all, without)."""
+    full = config.get("full_attn_idxs")
+    full = range(n) if full is None else full
+    return ["full_attention" if i in full else "conv" for i in range(n)]
 
 
 class Lfm2Converter(LlamaConverter, model_type="lfm2", hf_prefix="Lfm2"):
@@ -70,17 +77,7 @@ class Lfm2Converter(LlamaConverter, model_type="lfm2", hf_prefix="Lfm2"):
         super().adjust(spec, config)
         spec["d_ff"] = lfm2_ffn_width(config)
         n = spec["n_layers"]
-        kinds = config.get("layer_types")
-        if kinds is None:  # older configs: the attention layers' indices
-            full = config.get("full_attn_idxs")
-            full = range(n) if full is None else full
-            kinds = ["full_attention" if i in full else "conv" for i in range(n)]
-        kinds = list(kinds)
-        if len(kinds) != n or set(kinds) - set(LAYER_TYPES):
-            raise ConversionError(
-                f"config.json layer_types={kinds!r}: expected one of {LAYER_TYPES} per layer "
-                f"({n} layers)"
-            )
+        kinds = layer_types(config, n, LAYER_TYPES, default_kinds)
         attention = {
             "kind": "mha",
             "fused_qkv": False,

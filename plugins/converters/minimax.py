@@ -26,7 +26,7 @@ from archzoo.parts.converter import (
 from archzoo.parts.hf_tensors import ZooNames
 from archzoo.specs.plan import layer_components, stack_config
 
-from .common import PAD, SIZES, decoder_tasks, lm_task, table
+from .common import PAD, SIZES, decoder_tasks, layer_types, lm_task, table
 from .experts import PerExpert
 from .llama import ATTENTION_TENSORS, ROTARY_BUFFER
 from .mixtral import MOE_TENSORS, ExpertsConverter, aux_loss_coef, aux_loss_config
@@ -44,20 +44,12 @@ def slope_scale(i: int, n: int) -> float:
     return 1 - i / (n - 1 + 1e-5) + 1e-5
 
 
-def layer_kinds(config: Mapping[str, Any], n: int) -> list[str]:
-    """`layer_types`, else the original `attn_type_list` (0: lightning, 1: softmax), else
+def default_kinds(config: Mapping[str, Any], n: int) -> list[str]:
+    """Without `layer_types`: the original `attn_type_list` (0: lightning, 1: softmax), else
     transformers' default (softmax on even layers)."""
-    kinds = config.get("layer_types")
-    if kinds is None and config.get("attn_type_list") is not None:
-        kinds = [KINDS[int(t)] for t in config["attn_type_list"]]
-    if kinds is None:
-        kinds = [KINDS[(i + 1) % 2] for i in range(n)]
-    kinds = list(kinds)
-    if len(kinds) != n or set(kinds) - set(KINDS):
-        raise ConversionError(
-            f"config.json layer_types={kinds!r}: expected one of {KINDS} per layer ({n} layers)"
-        )
-    return kinds
+    if config.get("attn_type_list") is not None:
+        return [KINDS[int(t)] for t in config["attn_type_list"]]
+    return [KINDS[(i + 1) % 2] for i in range(n)]
 
 
 class MiniMaxConverter(
@@ -102,7 +94,7 @@ class MiniMaxConverter(
         """Rotary, the router loss, and per layer its mixer (a lightning layer with its own
         decay, or GQA attention) and its block's scales."""
         n = spec["n_layers"]
-        kinds = layer_kinds(config, n)
+        kinds = layer_types(config, n, KINDS, default_kinds)
         params = rope_parameters(config)
         spec["position"] = {"kind": "rotary", **params, "fraction": 1.0}  # the whole head
         aux_loss_coef(spec, config)

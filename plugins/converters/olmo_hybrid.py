@@ -16,11 +16,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from archzoo.parts.converter import ConversionError, TensorSource, parse_fields, spec_parts
+from archzoo.parts.converter import TensorSource, parse_fields, spec_parts
 from archzoo.parts.hf_tensors import ZooNames
 from archzoo.specs.plan import layer_components, stack_config
 
-from .common import HEADLESS, PAD, SIZES, lm_task, table
+from .common import HEADLESS, PAD, SIZES, layer_types, lm_task, table
 from .llama import LlamaConverter
 
 OLMO_HYBRID_TENSORS = """
@@ -86,12 +86,7 @@ class OlmoHybridConverter(LlamaConverter, model_type="olmo_hybrid", hf_prefix="O
         if config.get("linear_allow_neg_eigval", True):
             spec["attention"]["beta_scale"] = 2.0
         n = spec["n_layers"]
-        kinds = list(config.get("layer_types") or ())
-        if len(kinds) != n or set(kinds) - set(LAYER_TYPES):
-            raise ConversionError(
-                f"config.json layer_types={kinds!r}: expected one of {LAYER_TYPES} per layer "
-                f"({n} layers)"
-            )
+        kinds = layer_types(config, n, LAYER_TYPES)
         heads = config.get("num_key_value_heads") or config["num_attention_heads"]
         attention = {
             "kind": "mha",

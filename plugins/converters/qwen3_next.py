@@ -17,11 +17,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from archzoo.parts.converter import ConversionError, Field, TensorSource, parse_fields, spec_parts
+from archzoo.parts.converter import Field, TensorSource, parse_fields, spec_parts
 from archzoo.parts.hf_tensors import ZooNames
 from archzoo.specs.plan import layer_components, stack_config
 
-from .common import LM_HEAD, PAD, SIZES, table
+from .common import LM_HEAD, PAD, SIZES, layer_types, table
 from .experts import GATE_UP_DOWN_PROJ
 from .llama import ATTENTION_TENSORS, MLP_TENSORS, LlamaConverter
 from .mixtral import MOE_TENSORS, ExpertsConverter
@@ -156,12 +156,7 @@ class Qwen3NextConverter(
 
 def attention_layers(config: Mapping[str, Any], n: int) -> tuple[set[int], dict[str, Any]]:
     """The `full_attention` layers of `layer_types` and their gated attention's options."""
-    kinds = list(config.get("layer_types") or ())
-    if len(kinds) != n or set(kinds) - set(LAYER_TYPES):
-        raise ConversionError(
-            f"config.json layer_types={kinds!r}: expected one of {LAYER_TYPES} per layer "
-            f"({n} layers)"
-        )
+    kinds = layer_types(config, n, LAYER_TYPES)
     attention = {
         "kind": "gated_mha",
         "bias": bool(config.get("attention_bias", False)),
