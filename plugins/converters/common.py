@@ -209,6 +209,30 @@ def layer_types(
     return kinds
 
 
+def layer_overrides(
+    spec: dict[str, Any],
+    attention: Mapping[str, Any],
+    attends: Iterable[int],
+    ffn: Mapping[str, Any],
+    ffn_layers: Iterable[int],
+) -> None:
+    """A hybrid's `layers:` entries: `attention` on the layers in `attends`, `ffn` on those
+    in `ffn_layers`, the spec's own mixer and FFN elsewhere; one entry per combination."""
+    attends, ffn_layers = set(attends), set(ffn_layers)
+    layers = []
+    for a, f in ((True, False), (False, True), (True, True)):  # (False, False): the base
+        chosen = [
+            i for i in range(spec["n_layers"]) if (i in attends) == a and (i in ffn_layers) == f
+        ]
+        parts: dict[str, Any] = {"attention": attention} if a else {}
+        if f:
+            parts["ffn"] = ffn
+        if chosen:
+            layers.append({"select": chosen, **parts})
+    if layers:
+        spec["layers"] = layers
+
+
 def mlm_task(at: str, dense: str, norm: str, activation: Field) -> Task:
     """A masked-LM head under `at`: transform, decoder, and the bias forward adds (the
     decoder's own in untied transformers-5 checkpoints, the head bias otherwise)."""

@@ -12,7 +12,7 @@ from typing import Any
 from archzoo.parts.converter import ConversionError, Converter, Field, parse_fields, spec_parts
 from archzoo.specs.plan import layer_components, stack_config
 
-from .common import PAD, SIZES, decoder_tasks, lm_task, table
+from .common import PAD, SIZES, decoder_tasks, layer_overrides, lm_task, table
 from .experts import PerExpert
 from .mixtral import ExpertsConverter
 
@@ -114,16 +114,7 @@ class JambaConverter(
         routed = set(
             every(n, config.get("expert_layer_period", 2), config.get("expert_layer_offset", 1))
         )
-        layers = []
-        for a, r in ((True, False), (False, True), (True, True)):  # (False, False): the base
-            chosen = [i for i in range(n) if (i in attends) == a and (i in routed) == r]
-            parts = {"attention": attention} if a else {}
-            if r:
-                parts["ffn"] = experts
-            if chosen:
-                layers.append({"select": chosen, **parts})
-        if layers:
-            spec["layers"] = layers
+        layer_overrides(spec, attention, attends, experts, routed)
 
     def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
         """The inverse of `adjust`: periods and offsets of the attention and expert layers."""

@@ -26,7 +26,7 @@ from archzoo.parts.converter import (
 from archzoo.parts.hf_tensors import ZooNames
 from archzoo.specs.plan import layer_components, stack_config
 
-from .common import HEADLESS, PAD, SIZES, layer_types, lm_task, table
+from .common import HEADLESS, PAD, SIZES, layer_overrides, layer_types, lm_task, table
 from .deepseek import MLA_TENSORS, MOE_TENSORS
 from .experts import PerExpert
 from .llama import MLP_TENSORS
@@ -131,16 +131,7 @@ class KimiLinearConverter(
         attends = {i for i, kind in enumerate(kinds) if kind == KINDS[1]}
         dense = {i for i, kind in enumerate(mlp_kinds) if kind == "dense"}
         glu = {"kind": "glu", "activation": "swiglu", "bias": False}
-        layers = []
-        for a, d in ((True, False), (False, True), (True, True)):  # (False, False): the base
-            chosen = [i for i in range(n) if (i in attends) == a and (i in dense) == d]
-            parts: dict[str, Any] = {"attention": mla} if a else {}
-            if d:
-                parts["ffn"] = glu
-            if chosen:
-                layers.append({"select": chosen, **parts})
-        if layers:
-            spec["layers"] = layers
+        layer_overrides(spec, mla, attends, glu, dense)
 
     def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
         """The inverse of `adjust`: `layer_types`, `mlp_layer_types` and the MLA sizes."""

@@ -11,7 +11,7 @@ from typing import Any
 from archzoo.parts.converter import ConversionError, Field, parse_fields, spec_parts
 from archzoo.specs.plan import layer_components, stack_config
 
-from .common import HEADLESS, PAD, SIZES, lm_task, table
+from .common import HEADLESS, PAD, SIZES, layer_overrides, lm_task, table
 from .experts import PerExpert
 from .lfm2 import LFM2_TENSORS, Lfm2Converter
 from .mixtral import ExpertsConverter
@@ -70,16 +70,7 @@ class Lfm2MoeConverter(ExpertsConverter, Lfm2Converter, model_type="lfm2_moe", h
         }
         dense = set(range(min(n, int(config.get("num_dense_layers", 2)))))
         glu = {"kind": "glu", "activation": "swiglu", "bias": False}
-        layers = []
-        for a, d in ((True, False), (False, True), (True, True)):  # (False, False): the base
-            chosen = [i for i in range(n) if (i in attends) == a and (i in dense) == d]
-            parts = {"attention": attention} if a else {}
-            if d:
-                parts["ffn"] = glu
-            if chosen:
-                layers.append({"select": chosen, **parts})
-        if layers:
-            spec["layers"] = layers
+        layer_overrides(spec, attention, attends, glu, dense)
 
     def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
         """LFM2's `layer_types` and heads, and `num_dense_layers` (a prefix of the layers)."""

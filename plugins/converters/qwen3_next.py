@@ -21,7 +21,7 @@ from archzoo.parts.converter import Field, TensorSource, parse_fields, spec_part
 from archzoo.parts.hf_tensors import ZooNames
 from archzoo.specs.plan import layer_components, stack_config
 
-from .common import LM_HEAD, PAD, SIZES, layer_types, table
+from .common import LM_HEAD, PAD, SIZES, layer_overrides, layer_types, table
 from .experts import GATE_UP_DOWN_PROJ
 from .llama import ATTENTION_TENSORS, MLP_TENSORS, LlamaConverter
 from .mixtral import MOE_TENSORS, ExpertsConverter
@@ -98,16 +98,7 @@ class Qwen3NextConverter(
         dense_only = set(config.get("mlp_only_layers") or ())
         dense = {i for i in range(n) if i in dense_only or (i + 1) % step != 0}
         glu = {"kind": "glu", "activation": "swiglu", "bias": False}
-        layers = []
-        for a, d in ((True, False), (False, True), (True, True)):  # (False, False): the base
-            chosen = [i for i in range(n) if (i in attends) == a and (i in dense) == d]
-            parts = {"attention": attention} if a else {}
-            if d:
-                parts["ffn"] = glu
-            if chosen:
-                layers.append({"select": chosen, **parts})
-        if layers:
-            spec["layers"] = layers
+        layer_overrides(spec, attention, attends, glu, dense)
 
     def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
         """The inverse of `adjust`: rotary, `layer_types`, `mlp_only_layers`, the router loss."""
