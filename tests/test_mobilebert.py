@@ -102,6 +102,20 @@ def test_transformers_switches_match_on_the_headless_model(tmp_path, over):
     parity(tmp_path, "Model", unused=unused, **over)
 
 
+@pytest.mark.parametrize("task", ["Model", "ForSequenceClassification", "ForMultipleChoice"])
+def test_without_classifier_activation_the_pooler_is_the_first_token(tmp_path, task):
+    """classifier_activation false: transformers' pooler is the first token's state, no
+    dense + tanh; the heads that read it import with pooler false and (headless and
+    sequence classification) export it back."""
+    ours = parity(tmp_path, task, classifier_activation=False)
+    assert ours.spec.data["head"]["pooler"] is False
+    if task == "ForMultipleChoice":  # to_hf's probe feeds (B, T) ids, which it refuses
+        return
+    archzoo.to_hf(ours, tmp_path / "out")
+    back = hf.AutoConfig.from_pretrained(tmp_path / "out")
+    assert back.classifier_activation is False
+
+
 def test_pretraining_imports_its_masked_lm_head(tmp_path):
     """ForPreTraining's prediction logits from the MLM head; its next-sentence head and the
     pooler (which only that head reads) are left out."""

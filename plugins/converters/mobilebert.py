@@ -66,11 +66,11 @@ MLM = task(
         tie(True),
     ),
 )
+POOLED = ("none", "classifier", "multiple_choice")  # heads that read MobileBertPooler
 NORMS = {"no_norm": {"kind": "affine"}, "layer_norm": {"kind": "layernorm", "eps": 1e-5}}
 
 
 class MobileBertConverter(BertConverter, model_type="mobilebert", hf_prefix="MobileBert"):
-    requires = {"classifier_activation": True}
     refused = {"ForNextSentencePrediction": BertConverter.refused["ForNextSentencePrediction"]}
     fixed = spec_parts(
         "embedding: {kind: factorized, norm: true, project: tokens}",
@@ -94,7 +94,20 @@ class MobileBertConverter(BertConverter, model_type="mobilebert", hf_prefix="Mob
         ),
         *PAD,
     )
-    tasks = encoder_tasks("pooler.dense", MLM)
+    tasks = {  # the pooled heads' `pooler` follows classifier_activation (adjust)
+        **encoder_tasks("pooler.dense", MLM),
+        "ForSequenceClassification": task(
+            "kind: classifier, pooling: cls",
+            "classifier  CLASSIFIER",
+            base="pooler.dense  HEAD_POOLER",
+            labels=True,
+        ),
+        "ForMultipleChoice": task(
+            "kind: multiple_choice, pooling: cls",
+            "classifier  CLASSIFIER",
+            base="pooler.dense  HEAD_POOLER",
+        ),
+    }
     tensors = TensorTable(
         parse_rules(BERT_EMBEDDINGS + LAYERS + FFN_RULES, {**PATHS, **FFN_PATHS}),
         ("mobilebert.", ""),
@@ -118,7 +131,8 @@ class MobileBertConverter(BertConverter, model_type="mobilebert", hf_prefix="Mob
 
     def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
         """The bottleneck switches as the block's inner_dim and attention_input, the heads'
-        width (intra_bottleneck_size / heads), normalization_type as the norm."""
+        width (intra_bottleneck_size / heads), normalization_type as the norm, and
+        classifier_activation as the pooler of the heads that read it."""
         d, heads = spec["d_model"], spec["n_heads"]
         kind = get(config, "normalization_type", "no_norm")
         eps = get(config, "layer_norm_eps", 1e-12)
@@ -159,14 +173,20 @@ class MobileBertConverter(BertConverter, model_type="mobilebert", hf_prefix="Mob
         if width % heads:
             raise ConversionError(f"the attention width {width} is not divisible by {heads} heads")
         spec["head_dim"] = width // heads
-        if spec["head"]["kind"] == "mlm":
-            spec["head"]["width"] = d
+        head = spec["head"]
+        if head["kind"] == "mlm":
+            head["width"] = d
+        if head["kind"] in POOLED and not get(config, "classifier_activation", True):
+            head["pooler"] = False  # the first token's state as it is
 
     def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
-        """The block's bottleneck and the norm as transformers' switches."""
+        """The block's bottleneck, the norm and the pooler as transformers' switches."""
         block, norm = spec["block"], spec["norm"]
         config["normalization_type"] = "no_norm" if norm["kind"] == "affine" else "layer_norm"
         config["use_bottleneck"] = block.get("inner_dim") is not None
         config["intra_bottleneck_size"] = block.get("inner_dim") or spec["d_model"]
         config["use_bottleneck_attention"] = block.get("attention_input") == "inner"
         config["key_query_shared_bottleneck"] = block.get("attention_input") == "qk_bottleneck"
+        head = spec.get("head") or {}
+        if head.get("kind") in POOLED:  # the pooler's dense + tanh, or the first token alone
+            config["classifier_activation"] = head.get("pooler", True)
