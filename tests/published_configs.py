@@ -1862,6 +1862,10 @@ CAUSAL_LM["SwitchTransformersConfig"] = "SwitchTransformersForConditionalGenerat
 # DiffLlamaConfig's defaults (its docstring names kajuma/DiffLlama-0.3B-handcut)
 PUBLISHED["diffllama-1.2b"] = ("DiffLlamaConfig", {})
 CAUSAL_LM["DiffLlamaConfig"] = "DiffLlamaForCausalLM"
+# JetMoeConfig's defaults (its docstring's checkpoint jetmoe/jetmoe-8b) at the model card's
+# 24 blocks; the default num_hidden_layers 12 is the docstring's "4B style" configuration
+PUBLISHED["jetmoe-8b"] = ("JetMoeConfig", dict(num_hidden_layers=24))
+CAUSAL_LM["JetMoeConfig"] = "JetMoeForCausalLM"
 # facebook/esm2_t6_8M_UR50D (the hub's config.json, written out: EsmConfig's defaults are
 # BERT-base sizes with no vocabulary, not a released checkpoint): ESM-2's smallest, rotary
 # positions, token dropout, as EsmForMaskedLM (its contact head is left out of the count)

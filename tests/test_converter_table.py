@@ -153,6 +153,7 @@ def test_every_named_path_exists_in_a_built_model():
             ("apertus-8b", {"n_layers": 1}),  # xielu's scalars and constants
             ("diffllama-1.2b", {"n_layers": 1}),  # diff_mha's lambda vectors
             ("mobilebert-uncased", {"n_layers": 1}),  # bottleneck block, mlm extension
+            ("jetmoe-8b", {"n_layers": 1}),  # moa's experts and the moe ffn's output bias
             (  # X-MOD's language adapters with a norm of their own
                 "xmod-base",
                 {"n_layers": 1, "block.adapter_norm": "own"},

@@ -97,6 +97,7 @@ ATTENTIONS = {
     "kimi_delta": {"n_heads": 2, "chunk_size": 8},
     "gated_mha": {"n_kv_heads": 2},
     "diff_mha": {"n_kv_heads": 2},
+    "moa": {"n_experts": 4, "top_k": 2},  # n_heads / 2 shared kv heads
     "none": {},
     "side_by_side": {"mixers": [{"kind": "mamba2", "head_dim": 16, "chunk_size": 8}, "mha"]},
 }

@@ -103,7 +103,6 @@ MISSING_MECHANISMS = {
         "a hidden-state-conditioned relative position bias (per-token mixes of learned bias-by-"
         "distance profiles) with log-scaled attention"
     ),
-    "jetmoe": "a mixture of attention heads",
     "kolibri1": (
         "a router that picks experts by their raw logits plus a correction bias and weighs them "
         "by the sigmoid of those logits (DeepSeek-V3's picks by sigmoid scores plus the bias)"

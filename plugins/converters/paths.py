@@ -51,6 +51,12 @@ EXPERTS_IN_BIAS, EXPERTS_OUT_BIAS = BLOCK + "ffn.b_in", BLOCK + "ffn.b_out"  # (
 SHARED_UP, SHARED_DOWN = BLOCK + "ffn.shared.up", BLOCK + "ffn.shared.down"  # [gate|up], down
 SHARED_GATE = BLOCK + "ffn.shared_gate"  # moe: sigmoid gate of the shared expert
 SCORE_BIAS = BLOCK + "ffn.score_bias"  # moe choice_bias: (E,) buffer added to choose experts
+EXPERTS_SUM_BIAS = BLOCK + "ffn.out_bias"  # moe output_bias: (D,) after the weighted sum
+# moa: router (E, D), shared [k | v] projection, the experts' queries (E, D, Hkv hd) and
+# outputs (E, Hkv hd, D), the bias after their weighted sum (D,)
+MOA_ROUTER, MOA_KV, MOA_Q, MOA_OUT, MOA_BIAS = (
+    BLOCK + "attention." + p for p in ("router", "kv", "w_q", "w_out", "out_bias")
+)
 # mla: low-rank query (q_a, its norm, q_b), latent + rotary key (kv_a), its norm, kv_b
 Q_A, Q_A_NORM, Q_B, KV_A, KV_A_NORM, KV_B = (
     BLOCK + "attention." + p for p in ("q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b")

@@ -45,6 +45,9 @@ class MoEFeedForward(KeepsFloat32, FeedForward, name="moe", aux_loss=True):
         )
         router_bias: bool = param(False, "a bias on the router logits (GPT-OSS)")
         expert_bias: bool = param(False, "biases on both projections of every expert (GPT-OSS)")
+        output_bias: bool = param(
+            False, "one d_model bias added after the routed experts' weighted sum (JetMoE)"
+        )
         router: Literal["softmax_topk", "topk_softmax", "sigmoid", "sparsemixer"] = param(
             "softmax_topk",
             "softmax over all experts then top-k, top-k logits then softmax, top-k of "
@@ -113,6 +116,7 @@ class MoEFeedForward(KeepsFloat32, FeedForward, name="moe", aux_loss=True):
         if cfg.expert_bias:  # b_in (E, 2F | F), b_out (E, D)
             self.b_in = nn.Parameter(torch.zeros(e, 2 * f if gated else f))
             self.b_out = nn.Parameter(torch.zeros(e, d))
+        self.out_bias = nn.Parameter(torch.zeros(d)) if cfg.output_bias else None  # (D,)
         self.activate = expert_activation(cfg)
         self.shared = None
         self.shared_gate = None
@@ -178,7 +182,7 @@ class MoEFeedForward(KeepsFloat32, FeedForward, name="moe", aux_loss=True):
     def init_weights(self, std: float) -> None:
         for p in (self.router.weight, self.w_in, self.w_out):
             nn.init.normal_(p, std=std)
-        for p in (self.router.bias, self.b_in, self.b_out):
+        for p in (self.router.bias, self.b_in, self.b_out, self.out_bias):
             if p is not None:
                 nn.init.zeros_(p)
         if self.cfg.choice_bias:
@@ -221,6 +225,8 @@ class MoEFeedForward(KeepsFloat32, FeedForward, name="moe", aux_loss=True):
         if cfg.capacity is not None:
             weights = weights * within_capacity(experts.view(B, T), cfg.n_experts, cfg.capacity)
         out = self.experts(h, weights if cfg.fp32_weights else weights.to(h.dtype), experts)
+        if self.out_bias is not None:
+            out = out + self.out_bias
         if self.shared is not None:
             shared = self.shared(h)
             if self.shared_gate is not None:
@@ -273,6 +279,11 @@ class MoEFeedForward(KeepsFloat32, FeedForward, name="moe", aux_loss=True):
         first = modules[0].cfg
         loss = load_balancing_loss(logits, first.n_experts, first.top_k, attention_mask)
         return loss, first.aux_loss_coef
+
+    def aux_loss_pool(self) -> tuple[str, int, int]:
+        """Pooled into one load-balancing loss with the moa attention layers over as many
+        experts and top-k (transformers' JetMoE pools both routers' logits)."""
+        return ("load_balancing", self.cfg.n_experts, self.cfg.top_k)
 
     def reset_aux_loss(self) -> None:
         self.routing = []
