@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from archzoo.parts.component import param
 from archzoo.parts.interfaces import Attention, AttentionContext
 
-from .recurrent import chunked_diagonal_scan, layer_conv, recurrent_diagonal_scan, token_flags
+from .recurrent import chunked_diagonal_scan, layer_conv, recurrent_scan, token_flags
 
 
 class KimiDelta(
@@ -103,7 +103,7 @@ class KimiDelta(
         if state is None:
             state = q.new_zeros(B, H, dk, dk)
         if T == 1:
-            o, state = recurrent_diagonal_scan(q, k, v, g, state, beta=beta)
+            o, state = recurrent_scan(q, k, v, g, state, beta=beta)
         else:
             o, state = chunked_diagonal_scan(
                 q, k, v, g, state, self.cfg.chunk_size, beta=beta, docs=docs

@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from archzoo.parts.component import param
 from archzoo.parts.interfaces import Attention, AttentionContext
 
-from .recurrent import chunked_diagonal_scan, layer_conv, recurrent_diagonal_scan, token_flags
+from .recurrent import chunked_diagonal_scan, layer_conv, recurrent_scan, token_flags
 
 
 class Mamba(Attention, name="mamba", bidirectional=False, accepts_bias=False, kv_cache=True):
@@ -121,7 +121,7 @@ class Mamba(Attention, name="mamba", bidirectional=False, accepts_bias=False, kv
         if state is None:
             state = q.new_zeros(B, self.d_inner, N, 1)
         if T == 1:
-            y, state = recurrent_diagonal_scan(q, k, v, log_decay, state)
+            y, state = recurrent_scan(q, k, v, log_decay, state)
         else:
             y, state = chunked_diagonal_scan(
                 q, k, v, log_decay, state, self.cfg.chunk_size, docs=docs

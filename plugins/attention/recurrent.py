@@ -21,6 +21,7 @@ convolution window restart at each document.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -93,6 +94,27 @@ def causal_conv(
     return y, xp[:, :, xp.shape[2] - (K - 1) :]
 
 
+def chunk_masks(
+    docs: Tensor | None, n_tokens: int, chunk: int, batch: int, device: torch.device
+) -> Iterator[tuple[slice, Tensor, Tensor]]:
+    """Per chunk of a chunked scan: its slice of the (padded) tokens, keep (B, 1, C, C), the
+    pairs (t, s) that interact (s <= t, the same document), and carry (B, 1, C), the tokens
+    that still see the state coming into the chunk (the document of the token before it)."""
+    lower = torch.ones(chunk, chunk, dtype=torch.bool, device=device).tril()  # s <= t
+    prev_doc = None  # (B, 1) document of the token before the chunk
+    for c in range(n_tokens // chunk):
+        part = slice(c * chunk, (c + 1) * chunk)
+        keep = lower.expand(batch, 1, chunk, chunk)
+        carry = torch.ones(batch, 1, chunk, dtype=torch.bool, device=device)
+        if docs is not None:
+            dc = docs[:, part]  # (B, C)
+            keep = keep & (dc[:, None, :, None] == dc[:, None, None, :])
+            if prev_doc is not None:
+                carry = (dc == prev_doc)[:, None]
+            prev_doc = dc[:, -1:]
+        yield part, keep, carry
+
+
 def chunked_scan(
     q: Tensor,
     k: Tensor,
@@ -121,26 +143,14 @@ def chunked_scan(
         log_decay = F.pad(log_decay, (0, pad))
         beta = None if beta is None else F.pad(beta, (0, pad))
         docs = None if docs is None else F.pad(docs, (0, pad), value=-1)
-    n = (T + pad) // chunk
     q, k, v, log_decay = (t.float() for t in (q, k, v, log_decay))
     beta = None if beta is None else beta.float()
     state = state.float()
-    lower = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()  # s <= t
     eye = torch.eye(chunk, device=q.device)
     outs = []
-    prev_doc = None  # (B, 1) document of the token before the chunk
-    for c in range(n):
-        part = slice(c * chunk, (c + 1) * chunk)
+    for part, keep, carry in chunk_masks(docs, T + pad, chunk, B, q.device):
         qc, kc, vc = q[:, :, part], k[:, :, part], v[:, :, part]  # (B, H, C, .)
         g = log_decay[:, :, part].cumsum(-1)  # (B, H, C)
-        keep = lower.expand(B, 1, chunk, chunk)  # (B, 1, C, C): pairs (t, s) that interact
-        carry = torch.ones(B, 1, chunk, dtype=torch.bool, device=q.device)  # t still sees S_0
-        if docs is not None:
-            dc = docs[:, part]  # (B, C)
-            keep = keep & (dc[:, None, :, None] == dc[:, None, None, :])
-            if prev_doc is not None:
-                carry = (dc == prev_doc)[:, None]
-            prev_doc = dc[:, -1:]
         diff = (g[..., :, None] - g[..., None, :]).masked_fill(~keep, -torch.inf)
         decay = diff.exp()  # (B, H, C, C): e^{g_t - g_s} where (t, s) interact, else 0
         start = g.exp() * carry  # (B, H, C): e^{g_t}, 0 after a document starts in the chunk
@@ -166,12 +176,16 @@ def recurrent_scan(
     *,
     beta: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """The same recurrence as `chunked_scan`, one token at a time (decoding); float32."""
+    """The recurrence of `chunked_scan` (log_decay (B, H, T): one decay per head) or of
+    `chunked_diagonal_scan` (log_decay (B, H, T, dk): one per state row), one token at a
+    time (decoding); float32."""
     q, k, v, log_decay, state = (t.float() for t in (q, k, v, log_decay, state))
+    if log_decay.dim() == 3:  # a head's decay scales every row of its state
+        log_decay = log_decay[..., None]  # (B, H, T, 1)
     outs = []
     for t in range(q.shape[2]):
         kt, vt = k[:, :, t, :, None], v[:, :, t, None, :]  # (B, H, dk, 1), (B, H, 1, dv)
-        state = state * log_decay[:, :, t, None, None].exp()
+        state = state * log_decay[:, :, t, :, None].exp()
         if beta is not None:  # write the error of what the state recalls for k_t
             recalled = (kt * state).sum(-2, keepdim=True)  # (B, H, 1, dv)
             vt = beta[:, :, t, None, None].float() * (vt - recalled)
@@ -227,21 +241,11 @@ def chunked_diagonal_scan(
         docs = None if docs is None else F.pad(docs, (0, pad), value=-1)
     q, k, v, log_decay, state = (t.float() for t in (q, k, v, log_decay, state))
     beta = None if beta is None else beta.float()
-    lower = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()  # s <= t
     eye = torch.eye(chunk, device=q.device)
-    outs, prev_doc = [], None
-    for c in range((T + pad) // chunk):
-        part = slice(c * chunk, (c + 1) * chunk)
+    outs = []
+    for part, keep, carry in chunk_masks(docs, T + pad, chunk, B, q.device):
         qc, kc, vc = q[:, :, part], k[:, :, part], v[:, :, part]
         g = log_decay[:, :, part].cumsum(2)  # (B, H, C, dk)
-        keep = lower.expand(B, 1, chunk, chunk)
-        carry = torch.ones(B, 1, chunk, dtype=torch.bool, device=q.device)
-        if docs is not None:
-            dc = docs[:, part]  # (B, C)
-            keep = keep & (dc[:, None, :, None] == dc[:, None, None, :])
-            if prev_doc is not None:
-                carry = (dc == prev_doc)[:, None]
-            prev_doc = dc[:, -1:]
         diff = g[:, :, :, None] - g[:, :, None]  # (B, H, C, C, dk): g_t - g_s
         decay = diff.masked_fill(~keep[..., None], -torch.inf).exp()
         scores = torch.einsum("bhtn,bhsn,bhtsn->bhts", qc, kc, decay)  # (B, H, C, C)
@@ -256,29 +260,6 @@ def chunked_diagonal_scan(
         last = decay[:, :, -1]  # (B, H, C, dk): e^{g_C - g_s}, same document only
         state = start[:, :, -1, :, None] * state + (kc * last).transpose(-1, -2) @ vc
     return torch.cat(outs, dim=2)[:, :, :T], state
-
-
-def recurrent_diagonal_scan(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    log_decay: Tensor,
-    state: Tensor,
-    *,
-    beta: Tensor | None = None,
-) -> tuple[Tensor, Tensor]:
-    """`chunked_diagonal_scan`'s recurrence one token at a time (decoding); float32."""
-    q, k, v, log_decay, state = (t.float() for t in (q, k, v, log_decay, state))
-    outs = []
-    for t in range(q.shape[2]):
-        kt, vt = k[:, :, t, :, None], v[:, :, t, None]  # (B, H, dk, 1), (B, H, 1, dv)
-        state = log_decay[:, :, t, :, None].exp() * state
-        if beta is not None:  # write the error of what the state recalls for k_t
-            recalled = (kt * state).sum(-2, keepdim=True)  # (B, H, 1, dv)
-            vt = beta[:, :, t, None, None].float() * (vt - recalled)
-        state = state + kt * vt
-        outs.append((q[:, :, t, :, None] * state).sum(-2))  # (B, H, dv)
-    return torch.stack(outs, dim=2), state
 
 
 class GatedRMSNorm(nn.Module):
