@@ -1923,3 +1923,5 @@ PUBLISHED["jina-embeddings-v3"] = ("JinaEmbeddingsV3Config", {})  # its config's
 CAUSAL_LM["JinaEmbeddingsV3Config"] = "JinaEmbeddingsV3ForMaskedLM"
 PUBLISHED["nomic-embed-text-v1.5"] = ("NomicBertConfig", {})  # NomicBertConfig's defaults
 CAUSAL_LM["NomicBertConfig"] = "NomicBertForMaskedLM"
+PUBLISHED["trocr-base-handwritten"] = ("TrOCRConfig", {})  # TrOCRConfig's defaults
+CAUSAL_LM["TrOCRConfig"] = "TrOCRForCausalLM"

@@ -291,7 +291,12 @@ FROZEN = {
     ),
 }
 
-UNREAD = {"EsmConfig"}  # trainable exclusions that no logit reads (export writes them as zeros)
+FROZEN["TrOCRConfig"] = (
+    ("encoder_attn",),
+    "TrOCR's cross-attention to an image encoder, which TrOCRForCausalLM builds and no input "
+    "of the causal LM reaches: not imported, exported as zeros",
+)
+UNREAD = {"EsmConfig", "TrOCRConfig"}  # trainable exclusions no logit reads (exported as zeros)
 FIXED = {"FSMTConfig"}  # trainable exclusions whose values are a computed table, never trained
 
 # zoo specs typed from their published configs (tests/published_configs.py)
