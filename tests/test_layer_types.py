@@ -1,6 +1,7 @@
 """The hybrid converters' per-layer kinds (`common.layer_types`): without `layer_types` each
 family's older keys or default give the list transformers' config computes; a list of the
-wrong length or with an unknown kind is refused with a message naming it."""
+wrong length or with an unknown kind is refused with a message naming it. And the Mamba
+converters' integer expand (`common.integer_expand`) on export."""
 
 from __future__ import annotations
 
@@ -82,3 +83,23 @@ def test_refused_with_the_list(known, fallback, config, message) -> None:
     with pytest.raises(ConversionError) as err:
         layer_types(config, 2, known, fallback)
     assert str(err.value) == message
+
+
+@pytest.mark.parametrize(
+    ("converter", "message"),
+    [
+        ("MambaConverter", "MambaConfig has only an integer expand"),
+        ("Mamba2Converter", "Mamba2Config has only an integer expand"),
+    ],
+)
+def test_mamba_width_not_a_whole_expand_is_refused(converter, message) -> None:
+    """Export writes expand = d_inner / d_model (`common.integer_expand`): 40 / 32 is refused."""
+    from archzoo.plugins.converters import mamba, mamba2
+
+    cls = getattr(mamba, converter, None) or getattr(mamba2, converter)
+    spec = {"d_model": 32, "attention": {"d_inner": 40, "dt_rank": 2, "dt_min": 0.0}}
+    with pytest.raises(ConversionError) as err:
+        cls().adjust_config({}, spec)
+    assert (
+        str(err.value) == f"attention.d_inner 40 is not a whole multiple of d_model 32: {message}"
+    )

@@ -209,6 +209,17 @@ def layer_types(
     return kinds
 
 
+def integer_expand(width: int, d: int, owner: str, key: str = "expand") -> int:
+    """config.json's `key` of a Mamba mixer `width` wide in a d-wide model: width / d, which
+    `owner` (the config class) holds as an integer; a ConversionError where it is not one."""
+    if width % d:
+        raise ConversionError(
+            f"attention.d_inner {width} is not a whole multiple of d_model {d}: "
+            f"{owner} has only an integer {key}"
+        )
+    return width // d
+
+
 def layer_overrides(
     spec: dict[str, Any],
     attention: Mapping[str, Any],

@@ -12,7 +12,7 @@ from typing import Any
 from archzoo.parts.converter import ConversionError, Converter, Field, parse_fields, spec_parts
 from archzoo.specs.plan import layer_components, stack_config
 
-from .common import PAD, SIZES, decoder_tasks, layer_overrides, lm_task, table
+from .common import PAD, SIZES, decoder_tasks, integer_expand, layer_overrides, lm_task, table
 from .experts import PerExpert
 from .mixtral import ExpertsConverter
 
@@ -119,12 +119,8 @@ class JambaConverter(
     def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
         """The inverse of `adjust`: periods and offsets of the attention and expert layers."""
         n, mixer = spec["n_layers"], spec["attention"]
-        if mixer["d_inner"] % spec["d_model"]:
-            raise ConversionError(
-                f"attention.d_inner {mixer['d_inner']} is not a whole multiple of d_model "
-                f"{spec['d_model']}: JambaConfig has only an integer mamba_expand"
-            )
-        config["mamba_expand"] = mixer["d_inner"] // spec["d_model"]
+        d = spec["d_model"]
+        config["mamba_expand"] = integer_expand(mixer["d_inner"], d, "JambaConfig", "mamba_expand")
         config["mamba_dt_rank"] = mixer["dt_rank"]
         layers = layer_components(stack_config(dict(spec), "decoder"))
         attends = [i for i, c in enumerate(layers) if c["attention"]["kind"] == "mha"]

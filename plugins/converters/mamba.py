@@ -9,9 +9,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.parts.converter import ConversionError, Converter, Field, parse_fields, spec_parts
+from archzoo.parts.converter import Converter, Field, parse_fields, spec_parts
 
-from .common import HEADLESS, PAD, lm_task, table
+from .common import HEADLESS, PAD, integer_expand, lm_task, table
 
 MAMBA_TENSORS = """
         embeddings|embedding                                WORD
@@ -65,10 +65,5 @@ class MambaConverter(Converter, model_type="mamba", hf_prefix="Mamba", family="d
         """The inverse of `adjust`: expand from the mixer's width, the step rank."""
         mixer, d = spec["attention"], spec["d_model"]
         width = mixer["d_inner"] or 2 * d  # null: the mixer's default
-        if width % d:
-            raise ConversionError(
-                f"attention.d_inner {width} is not a whole multiple of d_model {d}: "
-                "MambaConfig has only an integer expand"
-            )
-        config["expand"] = width // d
+        config["expand"] = integer_expand(width, d, "MambaConfig")
         config["time_step_rank"] = mixer["dt_rank"] or math.ceil(d / 16)

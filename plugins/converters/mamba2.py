@@ -9,7 +9,7 @@ from typing import Any
 
 from archzoo.parts.converter import ConversionError, Converter, Field, parse_fields, spec_parts
 
-from .common import HEADLESS, PAD, lm_task, table
+from .common import HEADLESS, PAD, integer_expand, lm_task, table
 
 MAMBA2_TENSORS = """
         embeddings|embed_tokens                             WORD
@@ -72,12 +72,7 @@ class Mamba2Converter(Converter, model_type="mamba2", hf_prefix="Mamba2", family
     def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
         """The inverse of `adjust`: expand from the mixer's width, the step limits."""
         attention, d = spec["attention"], spec["d_model"]
-        if attention["d_inner"] % d:
-            raise ConversionError(
-                f"attention.d_inner {attention['d_inner']} is not a whole multiple of "
-                f"d_model {d}: Mamba2Config has only an integer expand"
-            )
-        config["expand"] = attention["d_inner"] // d
+        config["expand"] = integer_expand(attention["d_inner"], d, "Mamba2Config")
         low, high = attention["dt_min"], attention["dt_max"]
         config.update(time_step_limit(low, high))
 
@@ -118,12 +113,7 @@ def read_hybrid_mixer(mixer: dict[str, Any], config: dict[str, Any], head_dim: A
 
 def write_hybrid_mixer(config: dict[str, Any], mixer: Mapping[str, Any], d: int, what: str) -> None:
     """The inverse of `read_hybrid_mixer` (`what`: the config class, for the error)."""
-    if mixer["d_inner"] % d:
-        raise ConversionError(
-            f"attention.d_inner {mixer['d_inner']} is not a whole multiple of d_model {d}: "
-            f"{what} has only an integer mamba_expand"
-        )
-    config["mamba_expand"] = mixer["d_inner"] // d
+    config["mamba_expand"] = integer_expand(mixer["d_inner"], d, what, "mamba_expand")
     config["mamba_n_heads"] = mixer["d_inner"] // mixer["head_dim"]
     config["mamba_d_head"] = mixer["head_dim"]
     config.pop("time_step_limit", None)

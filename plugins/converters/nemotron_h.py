@@ -21,7 +21,7 @@ from archzoo.parts.hf_tensors import ZooNames
 from archzoo.parts.tensor_source import TensorSource
 from archzoo.specs.plan import layer_components, stack_config
 
-from .common import HEADLESS, PAD, lm_task, table
+from .common import HEADLESS, PAD, integer_expand, lm_task, table
 from .mamba2 import _number, time_step_limit
 
 NEMOTRON_H_TENSORS = """
@@ -122,12 +122,7 @@ class NemotronHConverter(
     def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
         """The inverse of `adjust`: `layers_block_type`, the mixer's expand and heads."""
         mixer, d = spec["attention"], spec["d_model"]
-        if mixer["d_inner"] % d:
-            raise ConversionError(
-                f"attention.d_inner {mixer['d_inner']} is not a whole multiple of d_model {d}: "
-                "NemotronHConfig has only an integer expand"
-            )
-        config["expand"] = mixer["d_inner"] // d
+        config["expand"] = integer_expand(mixer["d_inner"], d, "NemotronHConfig")
         config["mamba_num_heads"] = mixer["d_inner"] // mixer["head_dim"]
         config.pop("time_step_limit", None)
         config.update(time_step_limit(mixer["dt_min"], mixer["dt_max"]))
