@@ -50,6 +50,9 @@ def test_resolved_spec_has_every_default_explicit():
         "out_groups": 1,
         "qk_norm_after_position": False,  # added with HunYuan
         "value_width": None,  # added with MobileBERT's bottleneck block
+        "qk_norm_scale": True,  # added with Llama 4 (its L2 norm: false)
+        "temperature_floor": None,  # added with Llama 4's NoPE layers
+        "temperature_scale": 0.1,
     }  # no kernel keys (eager, fused_bias): the kernel is a run-time choice (attention_impl=)
     assert spec.data["sharing"] == {"kind": "none"}
     assert spec.data["init_std"] == 0.02

@@ -67,9 +67,24 @@ class ProjectionConfig:
         "of its own (StableLM) or whole (OLMo 2)",
     )
     qk_norm_bias: bool = param(True, "q/k norms shift too when the norm has a bias")
+    qk_norm_scale: bool = param(
+        True,
+        "q/k norms learn a scale; false: none, each head's q and k divided by their root mean "
+        "square only (Llama 4's L2 norm)",
+    )
     qk_norm_after_position: bool = param(
         False,
         "apply the per-head q/k norm after the position's rotation, not before it (HunYuan)",
+    )
+    temperature_floor: int | None = param(
+        None,
+        "scale each query by 1 + temperature_scale * ln(1 + floor((i + 1) / temperature_floor)), "
+        "i its index in the row, padding counted as transformers counts it (Llama 4's NoPE "
+        "layers: floor_scale); null: no scaling",
+        min=1,
+    )
+    temperature_scale: float = param(
+        0.1, "strength of the query temperature of temperature_floor (attn_scale)", gt=0.0
     )
     qkv_clamp: float | None = param(
         None, "clamp the q, k and v projections to [-c, c] (MPT's clip_qkv)", gt=0.0
@@ -151,7 +166,9 @@ class Projections:
     def _build_qk_norms(self, cfg: Any, dims: Any, make_norm: NormFactory | None) -> None:
         if make_norm is None:
             raise ValueError("qk_norm needs the spec's norm factory (make_norm)")
-        options = {} if cfg.qk_norm_bias else {"bias": False}
+        options: dict[str, Any] = {} if cfg.qk_norm_bias else {"bias": False}
+        if not cfg.qk_norm_scale:
+            options["scale"] = False
         if cfg.qk_norm == "full":
             self.q_norm = make_norm(self.q_dim, **options)
             self.k_norm = make_norm(self.kv_dim, **options)
@@ -226,6 +243,17 @@ class Projections:
         if norm in ("head", "each_head"):  # each head's hd features: (B, H, T, hd)
             q, k = self.q_norm(q), self.k_norm(k)
         return self._scale_query(q), k, v
+
+    def project(self, x: Tensor, ctx: Any, memory: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+        """The template's project, position and cache steps, then the query temperature of
+        `temperature_floor` (self-attention only): q (B, H, Tq, hd) scaled per query."""
+        q, k, v = super().project(x, ctx, memory)  # type: ignore[misc]
+        floor = self.cfg.temperature_floor
+        if floor is None or memory is not None:
+            return q, k, v
+        i = ctx.mask.query_positions().float()  # (Tq,) index of each query in its row
+        scales = torch.log1p(torch.floor((i + 1.0) / floor)) * self.cfg.temperature_scale + 1.0
+        return (q * scales[:, None]).to(q.dtype), k, v  # (Tq, 1) over each head's rows
 
     def after_position(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         """The template's step between the position and the cache: the per-head q/k norm

@@ -59,6 +59,11 @@ class MoEFeedForward(KeepsFloat32, FeedForward, name="moe", aux_loss=True):
             gt=0.0,
         )
         normalize: bool = param(True, "renormalise the top-k weights to sum to 1")
+        weigh: Literal["outputs", "inputs"] = param(
+            "outputs",
+            "what a routing weight multiplies: its expert's output, w * expert(x) (Mixtral), "
+            "or its input, expert(w * x) (Llama 4)",
+        )
         fp32_weights: bool = param(
             False,
             "weigh expert outputs by the fp32 routing weights and round only their sum "
@@ -235,7 +240,8 @@ class MoEFeedForward(KeepsFloat32, FeedForward, name="moe", aux_loss=True):
         return out.reshape(B, T, D)
 
     def experts(self, h: Tensor, weights: Tensor, experts: Tensor) -> Tensor:
-        """Sum over each token's k experts of weight * expert(h): h (N, D), weights/experts (N, k).
+        """Sum over each token's k experts of weight * expert(h) (or expert(weight * h) when
+        `weigh` is inputs): h (N, D), weights/experts (N, k).
         The weighted outputs (in the weights' dtype) are summed slot by slot with a float
         accumulator and rounded to h's dtype once, as transformers' grouped_mm experts do."""
         if torch.compiler.is_compiling() and h.dtype != torch.bfloat16:
@@ -247,13 +253,18 @@ class MoEFeedForward(KeepsFloat32, FeedForward, name="moe", aux_loss=True):
         counts = torch.zeros(self.cfg.n_experts, dtype=torch.int32, device=h.device)
         counts = counts.index_add(0, flat, torch.ones_like(flat, dtype=torch.int32))
         ends = counts.cumsum(0, dtype=torch.int32)  # (E,) end of each expert's rows
-        a = expert_matmul(h[token], self.w_in, ends)  # (N k, 2F | F)
+        rows = h[token]  # (N k, D) each sorted slot's token
+        inputs = self.cfg.weigh == "inputs"
+        if inputs:  # expert(w * x): the weight scales the token before its expert
+            rows = (rows * weights.reshape(-1)[order, None]).to(h.dtype)
+        a = expert_matmul(rows, self.w_in, ends)  # (N k, 2F | F)
         if self.b_in is not None:
             a = a + self.b_in[flat[order]]  # each sorted slot's expert bias
         y = expert_matmul(self.activate(a), self.w_out, ends)  # (N k, D)
         if self.b_out is not None:
             y = y + self.b_out[flat[order]]
-        y = y * weights.reshape(-1)[order, None]  # (N k, D)
+        if not inputs:
+            y = y * weights.reshape(-1)[order, None]  # (N k, D)
         slots = torch.empty_like(y).index_copy(0, order, y)  # back in (token, slot) order
         return slots.view(N, k, -1).sum(dim=1).to(h.dtype)  # (N, D)
 
@@ -262,12 +273,19 @@ class MoEFeedForward(KeepsFloat32, FeedForward, name="moe", aux_loss=True):
         with static shapes, for compiled graphs where torch's grouped matmul needs bf16."""
         dense = torch.zeros(h.shape[0], self.cfg.n_experts, dtype=h.dtype, device=h.device)
         dense = dense.scatter(1, experts, weights.to(h.dtype))  # (N, E)
-        a = torch.einsum("nd,edf->enf", h, self.w_in)  # (E, N, 2F | F)
+        if self.cfg.weigh == "inputs":  # expert e sees w_e * x (0 where not chosen)
+            hs = (dense.t()[:, :, None] * h[None]).to(h.dtype)  # (E, N, D)
+            a = torch.einsum("end,edf->enf", hs, self.w_in)  # (E, N, 2F | F)
+        else:
+            a = torch.einsum("nd,edf->enf", h, self.w_in)  # (E, N, 2F | F)
         if self.b_in is not None:
             a = a + self.b_in[:, None]
         y = torch.bmm(self.activate(a), self.w_out)  # (E, N, D)
         if self.b_out is not None:
             y = y + self.b_out[:, None]
+        if self.cfg.weigh == "inputs":  # the chosen experts' outputs, unweighted
+            chosen = torch.zeros_like(dense).scatter(1, experts, 1.0)  # (N, E)
+            return torch.einsum("end,ne->nd", y, chosen)
         return torch.einsum("end,ne->nd", y, dense)
 
     @classmethod

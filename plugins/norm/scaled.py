@@ -23,12 +23,14 @@ class ScaledNorm(Norm):
         *,
         heads: int | None = None,
         bias: bool | None = None,
+        scale: bool | None = None,
     ) -> None:
-        """`bias` overrides the config's shift (a q/k norm without one)."""
+        """`bias` and `scale` override the config's shift and scale (q/k norms without)."""
         super().__init__(cfg, dims)
         dim = dim or dims.d_model
         shape = (dim,) if heads is None else (heads, dim)
-        self.weight = nn.Parameter(torch.ones(shape)) if self.scales() else None
+        scales = self.scales() if scale is None else scale
+        self.weight = nn.Parameter(torch.ones(shape)) if scales else None
         shift = self.shifts(bias)
         self.bias = nn.Parameter(torch.zeros(shape)) if shift else None
 
