@@ -1925,3 +1925,7 @@ PUBLISHED["nomic-embed-text-v1.5"] = ("NomicBertConfig", {})  # NomicBertConfig'
 CAUSAL_LM["NomicBertConfig"] = "NomicBertForMaskedLM"
 PUBLISHED["trocr-base-handwritten"] = ("TrOCRConfig", {})  # TrOCRConfig's defaults
 CAUSAL_LM["TrOCRConfig"] = "TrOCRForCausalLM"
+# Llama 4 Scout 17B-16E's text model: Llama4TextConfig's defaults (transformers 5.24; its
+# docstring names meta-llama/Llama-4-Scout-17B-16E), as Llama4ForCausalLM
+PUBLISHED["llama4-scout-17b-16e"] = ("Llama4TextConfig", {})
+CAUSAL_LM["Llama4TextConfig"] = "Llama4ForCausalLM"

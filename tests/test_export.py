@@ -241,6 +241,12 @@ EXTRA = {
     "hunyuan_v1_moe": {"num_experts": 4, "moe_topk": 2},
     "ernie4_5_moe": {"moe_num_shared_experts": 1},
     "minimax_m2": {"rotary_dim": 4},
+    "llama4_text": {  # a rotary layer in chunks of 4 with experts, a NoPE layer dense
+        "no_rope_layers": [1, 0],
+        "moe_layers": [0],
+        "attention_chunk_size": 4,
+        "floor_scale": 2,
+    },
     "dbrx": {
         "attn_config": {"kv_n_heads": 2, "clip_qkv": 1.0, "rope_theta": 10000.0},
         "ffn_config": {"ffn_hidden_size": 16, "moe_num_experts": 4, "moe_top_k": 2},

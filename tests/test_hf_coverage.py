@@ -72,11 +72,10 @@ def test_supported_types_are_the_converters_and_each_is_in_the_logits_sweep(repo
 
 def test_refused_types_name_the_missing_mechanism_here_and_in_from_hf(report, tmp_path):
     rows = {r["model_type"]: r for r in report}
-    assert rows["llama4_text"] == {
-        "model_type": "llama4_text",
+    assert rows["fnet"] == {  # (llama4_text was the example until it imported)
+        "model_type": "fnet",
         "status": "refused",
-        "detail": "chunked attention with an L2 QK norm, temperature-tuned NoPE layers and a "
-        "router that scales the experts' input",
+        "detail": "Fourier-transform token mixing in place of attention",
     }
     assert rows["encoder-decoder"]["detail"] == (
         "an encoder-decoder assembled from two separately configured model types"
@@ -90,9 +89,9 @@ def test_refused_types_name_the_missing_mechanism_here_and_in_from_hf(report, tm
     # cannot be built without arguments, so its declared fields are read
     assert rows["bros"]["detail"] == "inputs beyond text (dim_bbox)"
     assert rows["gemma4_assistant"]["detail"] == "inputs beyond text (backbone_hidden_size)"
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama4_text"}))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "fnet"}))
     (tmp_path / "model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")
-    with pytest.raises(archzoo.ConversionError, match=r"'llama4_text' \(it needs chunked "):
+    with pytest.raises(archzoo.ConversionError, match=r"'fnet' \(it needs Fourier-transform "):
         archzoo.from_hf(tmp_path)
 
 

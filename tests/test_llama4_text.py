@@ -158,3 +158,91 @@ def test_experts_weighed_on_their_inputs_equal_a_dense_sum(top_k):
         dense = moe.dense_experts(h, torch.sigmoid(top.values), top.indices) + moe.shared(h)
     assert torch.allclose(got.reshape(10, 32), want, atol=1e-5)
     assert torch.allclose(dense, want, atol=1e-5)
+
+
+# ------------------------------------------------------------------ the family, from transformers
+
+# 3 layers: rotary + chunked + experts, NoPE + full + experts, rotary + chunked + dense SwiGLU;
+# chunks of 4 (the 10-token batch and 7 + 20 generated tokens cross several), temperature
+# steps every 2 tokens
+TINY_CONFIG = dict(
+    vocab_size=V,
+    hidden_size=32,
+    intermediate_size=16,
+    intermediate_size_mlp=48,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,
+    max_position_embeddings=64,
+    pad_token_id=0,
+    num_local_experts=4,
+    num_experts_per_tok=2,
+    moe_layers=[0, 1],
+    no_rope_layers=[1, 0, 1],
+    attention_chunk_size=4,
+    floor_scale=2,
+    attn_scale=0.5,
+    rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+)
+
+
+def make(task: str, **changes) -> torch.nn.Module:
+    """A perturbed tiny transformers Llama 4 text model of class Llama4<task>."""
+    import transformers as hf
+
+    config = hf.Llama4TextConfig(**{**TINY_CONFIG, **changes})
+    torch.manual_seed(0)
+    model = getattr(hf, f"Llama4{task}")(config)
+    perturb(model, scale=0.1)
+    return model.eval()
+
+
+@pytest.mark.parametrize("task", ["ForCausalLM", "TextModel"])
+def test_outputs_equal_transformers_with_a_padded_row(tmp_path, task):
+    from hf_util import max_diff_unpadded, padded_batch, save_hf
+
+    ref = make(task)
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / task))
+    assert ours.hf_source["model_type"] == "llama4_text"
+    kinds = [block.attention.name for block in ours.decoder.blocks]
+    assert kinds == ["chunked", "mha", "chunked"]
+    ids, mask = padded_batch(V)
+    ids = ids.masked_fill(mask == 0, 0)
+    with torch.no_grad():
+        want, got = ref(input_ids=ids, attention_mask=mask), ours(ids, attention_mask=mask)
+    name = "logits" if task == "ForCausalLM" else "last_hidden_state"
+    assert max_diff_unpadded(getattr(got, name), getattr(want, name), mask) <= 1e-4
+    assert ours.num_parameters() == sum(p.numel() for p in ref.parameters())
+
+
+def test_left_padded_logits_equal_transformers(tmp_path):
+    """Chunks count from each row's first real token, as transformers' chunked mask."""
+    from hf_util import assert_left_padded_equal, save_hf
+
+    ref = make("ForCausalLM")
+    assert_left_padded_equal(ref, archzoo.from_hf(save_hf(ref, tmp_path / "m")))
+
+
+def test_greedy_generation_equals_transformers(tmp_path):
+    from hf_util import assert_greedy_equal, save_hf
+
+    ref = make("ForCausalLM")
+    assert_greedy_equal(ref, archzoo.from_hf(save_hf(ref, tmp_path / "m")))
+
+
+def test_export_round_trip(tmp_path):
+    import transformers as hf
+    from hf_util import padded_batch, save_hf
+
+    ref = make("ForCausalLM")
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "in"))
+    archzoo.to_hf(ours, tmp_path / "out")
+    again = hf.AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
+    assert again.config.layer_types == ref.config.layer_types
+    assert again.config.no_rope_layers == ref.config.no_rope_layers
+    assert again.config.moe_layers == ref.config.moe_layers
+    ids, mask = padded_batch(V)
+    with torch.no_grad():
+        want = ref(input_ids=ids, attention_mask=mask).logits
+        assert torch.equal(again(input_ids=ids, attention_mask=mask).logits, want)

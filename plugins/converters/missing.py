@@ -115,10 +115,6 @@ MISSING_MECHANISMS = {
         "a sigmoid output gate per head from its own projection (g_proj) and proportional rotary "
         "on its global layers (frequencies over the whole head, the upper ones zero)"
     ),
-    "llama4_text": (
-        "chunked attention with an L2 QK norm, temperature-tuned NoPE layers and a router that "
-        "scales the experts' input"
-    ),
     "longcat_flash": (
         "LongCat's shortcut-connected MoE layers (two attention and two dense sublayers per layer "
         "beside one MoE branch) with zero-computation (identity) experts"
