@@ -88,6 +88,8 @@ ATTENTIONS = {
     "longformer": {"window": 6, "block": 8, "global_tokens": [0, 20]},
     "block_local": {"radius": 3},
     "transient_global": {"radius": 3, "global_block": 4},
+    "global_local": {"block_size": 8, "block": 8},  # no global tokens: blocks of 8
+    "span_conv": {"conv_kernel_size": 5},  # taps across a boundary read zeros
     # recurrent mixers: chunks of 8, so documents start inside a chunk and the state restarts
     "gated_deltanet": {"chunk_size": 8},
     "mamba2": {"head_dim": 16, "state_size": 8, "chunk_size": 8},
@@ -187,7 +189,7 @@ def test_every_attention_keeps_to_documents(kind: str) -> None:
     spec = {"family": family, "attention": {"kind": kind, **ATTENTIONS[kind]}}
     if kind == "disentangled":
         spec["position"] = {"kind": "deberta_relative", "max_distance": 8}
-    if kind in ("block_local", "transient_global"):
+    if kind in ("block_local", "transient_global", "global_local", "span_conv"):
         spec["position"] = "none"
     model = build(**spec)
     g = torch.Generator().manual_seed(4)
@@ -399,3 +401,20 @@ def test_zoo_train_pack_reports_the_padding(tmp_path) -> None:
     assert done.exit_code == 0, done.output
     padding = float(re.search(r"packed rows ([\d.]+)% padding", done.output).group(1))
     assert 0.0 <= padding < 5.0
+
+
+def test_span_conv_on_a_packed_row_equals_each_document_alone() -> None:
+    """ConvBERT's convolution heads: a tap in another document reads zeros, as a tap past the
+    end of a row does, so each packed document gets the states it gets as a row of its own."""
+    model = build(
+        family="encoder",
+        attention={"kind": "span_conv", "conv_kernel_size": 5},
+        position="none",
+    )
+    g = torch.Generator().manual_seed(6)
+    parts = [torch.randint(0, 50, (n,), generator=g) for n in (7, 9, 6)]
+    ids, docs = packed_row(*parts)
+    with torch.no_grad():
+        packed = logits(model, ids, docs)[0]
+        alone = torch.cat([logits(model, p[None], None)[0] for p in parts])
+    assert (packed - alone).abs().max().item() <= 1e-5

@@ -90,14 +90,26 @@ class SpanConvAttention(
         B, T, _ = t.shape
         return t.view(B, T, self.heads, self.head_size).transpose(1, 2)  # (B, H', T, hd)
 
-    def span_conv(self, x: Tensor, q: Tensor) -> Tensor:
-        """The convolution heads of x (B, T, d_model) and the queries q (B, T, A): (B, T, A)."""
+    def span_conv(self, x: Tensor, q: Tensor, docs: Tensor | None = None) -> Tensor:
+        """The convolution heads of x (B, T, d_model) and the queries q (B, T, A): (B, T, A).
+        docs (B, T): document ids of packed rows; a tap in another document reads zeros, as
+        a tap past the end of a row does."""
         B, T, _ = x.shape
         K = self.cfg.conv_kernel_size
-        keys = self.key_pointwise(self.key_depthwise(x.transpose(1, 2)).transpose(1, 2))
+        if docs is None:
+            mixed = self.key_depthwise(x.transpose(1, 2)).transpose(1, 2)  # (B, T, d)
+        else:
+            near = F.pad(docs, (K // 2, K // 2), value=-1).unfold(1, K, 1)  # (B, T, K)
+            same = (near == docs[..., None]).to(x.dtype)  # tap j of token t: t - K//2 + j
+            taps = F.pad(x, (0, 0, K // 2, K // 2)).unfold(1, K, 1)  # (B, T, d, K)
+            weight = self.key_depthwise.weight[:, 0]  # (d, K)
+            mixed = (taps * same[:, :, None, :] * weight).sum(-1)  # (B, T, d)
+        keys = self.key_pointwise(mixed)
         kernel = self.conv_kernel(q * keys).view(B, T, self.heads, K).softmax(-1)  # (B,T,H',K)
         u = F.pad(self.conv_value(x), (0, 0, K // 2, K // 2))  # (B, T + K - 1, A)
         windows = u.unfold(1, K, 1).view(B, T, self.heads, self.head_size, K)  # tap j: t-K//2+j
+        if docs is not None:
+            windows = windows * same[:, :, None, None, :]
         return torch.einsum("bthck,bthk->bthc", windows, kernel).reshape(B, T, -1)  # (B, T, A)
 
     def attend(
@@ -109,5 +121,6 @@ class SpanConvAttention(
         heads = self._heads(q), self._heads(self.k(x)), self._heads(self.v(x))
         scoring = self.make_scoring(heads[0], heads[1], ctx)
         attended, probs = self.run_kernel(*heads, ctx.mask, scoring)  # (B, H', T, hd)
-        mixed = torch.cat([attended.transpose(1, 2).reshape(B, T, -1), self.span_conv(x, q)], -1)
+        conv = self.span_conv(x, q, ctx.mask.key_docs)  # (B, T, A)
+        mixed = torch.cat([attended.transpose(1, 2).reshape(B, T, -1), conv], -1)
         return self.out(mixed), probs  # mixed (B, T, 2 A = d_model)
