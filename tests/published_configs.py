@@ -908,6 +908,8 @@ PUBLISHED["flexolmo-7x7b"] = ("FlexOlmoConfig", {})  # its defaults: allenai/Fle
 CAUSAL_LM["FlexOlmoConfig"] = "FlexOlmoForCausalLM"
 PUBLISHED["exaone-moe-28b"] = ("ExaoneMoeConfig", {})  # its defaults (not K-EXAONE-236B's size)
 CAUSAL_LM["ExaoneMoeConfig"] = "ExaoneMoeForCausalLM"
+PUBLISHED["cwm-32b"] = ("CwmConfig", {})  # its defaults: facebook/cwm
+CAUSAL_LM["CwmConfig"] = "CwmForCausalLM"
 PUBLISHED["helium-2b"] = (  # kyutai/helium-1-preview-2b (HeliumConfig's defaults)
     "HeliumConfig",
     dict(

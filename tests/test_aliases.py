@@ -159,6 +159,10 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
         },
         ("ForCausalLM", "Model"),
     ),
+    "cwm": (  # a global layer, then a sliding one whose window is shorter than the rows
+        {**DECODER, "sliding_window": 4},
+        ("ForCausalLM", "Model"),
+    ),
     "flex_olmo": (  # OLMo 2's norms after the sublayers; renormalised top-k weights
         {**DECODER, "num_experts": 4, "num_experts_per_tok": 2, "norm_topk_prob": True},
         ("ForCausalLM", "Model"),
