@@ -1931,3 +1931,27 @@ CAUSAL_LM["TrOCRConfig"] = "TrOCRForCausalLM"
 # docstring names meta-llama/Llama-4-Scout-17B-16E), as Llama4ForCausalLM
 PUBLISHED["llama4-scout-17b-16e"] = ("Llama4TextConfig", {})
 CAUSAL_LM["Llama4TextConfig"] = "Llama4ForCausalLM"
+PUBLISHED["zamba2-2.7b"] = (  # Zamba2Config's defaults ("a Zamba2-2.7B style configuration")
+    "Zamba2Config",
+    dict(
+        vocab_size=32000,
+        hidden_size=2560,
+        num_hidden_layers=54,
+        num_attention_heads=32,
+        intermediate_size=10240,
+        mamba_d_state=64,
+        mamba_expand=2,
+        n_mamba_heads=8,
+        mamba_ngroups=1,
+        num_mem_blocks=1,
+        adapter_rank=128,
+        use_shared_attention_adapter=False,
+        use_mem_rope=False,
+        hidden_act="gelu",
+        max_position_embeddings=4096,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
+        pad_token_id=0,
+    ),
+)
+CAUSAL_LM["Zamba2Config"] = "Zamba2ForCausalLM"

@@ -116,6 +116,17 @@ EXTRA = {
         "mamba_n_groups": 2,
         "mamba_chunk_size": 4,
     },
+    "zamba2": {  # a shared block with adapters (rank 4) and rotary before layer 1's Mamba 2
+        "layers_block_type": ["linear_attention", "hybrid"],
+        "attention_head_dim": 16,  # 2 x hidden_size over 4 heads: what the adapters fit
+        "n_mamba_heads": 4,
+        "mamba_d_state": 8,
+        "mamba_ngroups": 2,
+        "chunk_size": 4,
+        "adapter_rank": 4,
+        "use_shared_attention_adapter": True,
+        "use_mem_rope": True,
+    },
     "falcon_h1": {  # 4 SSD heads of 8 in 2 groups beside GQA 4/2, chunks of 4
         "num_key_value_heads": 2,
         "mamba_d_ssm": 32,

@@ -37,6 +37,18 @@ MIXERS = {  # chunks of 4: the 9-token prompt spans two chunks and a remainder
         "input_scales": [1.2, 0.9],
         "output_scales": [0.8, 1.1],
     },
+    "shared_transformer": {  # Zamba 2's hybrid layer: a shared block (GQA, adapters), Mamba 2
+        "mixer": {
+            "kind": "mamba2",
+            "d_inner": 48,
+            "head_dim": 12,
+            "state_size": 8,
+            "chunk_size": 4,
+        },
+        "n_kv_heads": 2,
+        "d_ff": 40,
+        "adapter_rank": 4,
+    },
 }
 
 
@@ -61,10 +73,13 @@ def run(layer, x: torch.Tensor, pad: torch.Tensor, cache) -> list[torch.Tensor]:
     """The prefill of x[:, :-1] then one step of x[:, -1:], through `cache`: the outputs."""
     prompt = AttentionMask.build(PROMPT, PROMPT, causal=True, key_padding=pad[:, :PROMPT])
     step = AttentionMask.build(1, PROMPT + 1, causal=True, key_padding=pad)
+    e = x.flip(-1)  # the stack's embeddings, read by shared_transformer only
     with torch.no_grad():
-        first = layer(x[:, :PROMPT], AttentionContext(prompt, cache=cache))
+        first = layer(
+            x[:, :PROMPT], AttentionContext(prompt, cache=cache, embeddings=e[:, :PROMPT])
+        )
         states = [t.clone() for t in cached(cache)]
-        second = layer(x[:, PROMPT:], AttentionContext(step, cache=cache))
+        second = layer(x[:, PROMPT:], AttentionContext(step, cache=cache, embeddings=e[:, PROMPT:]))
     return [first, *states, second, *cached(cache)]
 
 

@@ -202,7 +202,8 @@ def _tiny_kv_heads(attention: dict) -> int:
 
 def _restates_sizes(attention: Any) -> bool:
     return isinstance(attention, dict) and (
-        attention.get("n_kv_heads") is not None or attention.get("kind") == "mla"
+        attention.get("n_kv_heads") is not None
+        or attention.get("kind") in ("mla", "shared_transformer")
     )
 
 
@@ -217,6 +218,9 @@ def _tiny_layer(entry: dict) -> dict:
         attention["n_kv_heads"] = _tiny_kv_heads(attention)
     if attention.get("kind") == "mla":  # latent sizes from head_dim
         attention.update({**MLA_SIZES, "q_lora_rank": 8 if attention.get("q_lora_rank") else None})
+    if attention.get("kind") == "shared_transformer":  # its FFN, adapters and Mamba 2 mixer
+        mixer = {**attention["mixer"], "d_inner": None, "head_dim": 8, "n_groups": 1}
+        attention.update(mixer={**mixer, "state_size": 8}, d_ff=None, adapter_rank=4)
     return {**entry, "attention": attention}
 
 

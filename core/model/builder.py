@@ -143,10 +143,11 @@ def assemble(spec: Spec, plan: BuildPlan) -> ZooModel:
         if first_embedding is None:
             first_embedding = embedding
         blocks: dict[int, nn.Module] = {}
+        shared: dict[str, nn.Module] = {}  # modules the stack's layers share, by their key
         for i, group in enumerate(stack.layer_map):
             if group not in blocks:
                 blocks[group] = make_block(
-                    stack.layers[i], stack.dims, cross=stack.role.cross, index=i
+                    stack.layers[i], stack.dims, cross=stack.role.cross, index=i, shared=shared
                 )
         final = stack.layers[-1].block.cls.capabilities.final_norm
         layer_positions, position_of = layer_positions_of(stack)
@@ -195,15 +196,26 @@ def norm_factory(norm: Part, dims: Dims) -> NormFactory:
     return lambda dim=None, **options: norm.make(dims, dim=dim, **options)
 
 
-def make_block(layer: LayerPlan, dims: Dims, *, cross: bool, index: int = 0) -> nn.Module:
+def make_block(
+    layer: LayerPlan,
+    dims: Dims,
+    *,
+    cross: bool,
+    index: int = 0,
+    shared: dict[str, nn.Module] | None = None,
+) -> nn.Module:
     """One block with its attention, ffn, norms and (in a cross stack) cross-attention; an
-    attention whose constructor takes `layer_index` gets the block's index in its stack."""
+    attention whose constructor takes `layer_index` gets the block's index in its stack, one
+    that takes `shared` the stack's dict of modules its layers share (one object, registered
+    under each layer that uses it: one set of parameters)."""
     att, make_norm = layer.attention, norm_factory(layer.norm, dims)
     inner = layer.block.cls.sublayer_dims(layer.block.config, dims)  # a bottleneck's width
     inner_norm = norm_factory(layer.norm, inner)
     norm = {"make_norm": inner_norm} if takes_norm(att.cls) else {}
     depth = {"layer_index": index} if takes_layer_index(att.cls) else {}
     more = {"make_ffn": lambda: layer.ffn.make(inner)} if takes_ffn_factory(layer.block.cls) else {}
+    if shared is not None and "shared" in inspect.signature(att.cls.__init__).parameters:
+        depth["shared"] = shared
     return layer.block.make(
         dims,
         attention=att.make(inner, **norm, **depth),

@@ -127,6 +127,7 @@ class Stack(nn.Module):
             inputs=attention_inputs or {},
             input_ids=input_ids,
             prefix=prefix,
+            embeddings=x,
         )
         own = [  # the layers' own positions, prepared once per forward like the stack's
             replace(ctx, position=p, position_state=p.prepare(position_ids, k_pos))

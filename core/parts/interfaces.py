@@ -169,6 +169,8 @@ class AttentionContext:
     (PEGASUS-X's global tokens); the stack drops them from its output.
     value_input: (B, T, value_width) what the v projection reads instead of x, set by a
     block for one attention call (a bottleneck block's full-width input); None: x.
+    embeddings: the stack's embedding output (B, T, d_model) for the same tokens, for a
+    layer that reads the token vectors again (Zamba's shared block).
     """
 
     mask: AttentionMask
@@ -181,6 +183,7 @@ class AttentionContext:
     input_ids: Tensor | None = None  # (B, T) the stack's token ids (new ones when decoding)
     prefix: int = 0  # leading model-made positions before the tokens (embedding.prefix_tokens)
     value_input: Tensor | None = None  # (B, T, value_width): the v projection's own input
+    embeddings: Tensor | None = None  # (B, T, d_model) the embedding's output for them
 
     def with_cache(self, cache: Any) -> AttentionContext:
         """This context with one layer's `cache`: a shallow copy, as `dataclasses.replace`
@@ -219,6 +222,13 @@ class Attention(Component):
         `cross` capability); a component that cannot cross-attend may return another one.
         """
         return cls(cfg, dims, cross=True, **parts)
+
+    @classmethod
+    def shared_modules(cls, cfg: Any) -> dict[str, Any]:
+        """The modules a layer of this config shares with other layers of its stack (the
+        builder's `shared` dict), key -> the options it builds them with: layers naming one
+        key must state the same options (validation checks it). None by default."""
+        return {}
 
     def cache_layout(self) -> tuple[int, int, int | None]:
         """(n_kv_heads, head_dim, window) of the keys this layer caches; window None = all."""

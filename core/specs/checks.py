@@ -77,6 +77,18 @@ def check_stack(stack: StackPlan, prefix: tuple, report: Report) -> None:
                 where + ("block",),
                 f"block {block!r} cannot hold the cross-attention a {stack.role.which} stack needs",
             )
+    shared: dict[str, tuple[int, Any]] = {}  # a shared module's first layer and options
+    for i, layer in enumerate(stack.layers):
+        att = layer.attention
+        for key, options in att.cls.shared_modules(att.config).items():
+            first, stated = shared.setdefault(key, (i, options))
+            if stated != options:
+                report(
+                    prefix + ("layers",),
+                    f"layer {i}: attention {att.cls.name!r} builds the shared {key} with "
+                    f"{options}, layer {first} with {stated}: a shared module has one set",
+                )
+                break
     if stack.sharing_error is not None:
         report(prefix + ("sharing",), stack.sharing_error)
         return

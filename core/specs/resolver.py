@@ -147,8 +147,13 @@ class _Resolver:
                     closest(key, fields),
                 )
         for fname, f in fields.items():
-            if fname in value and f.metadata.get("components"):  # a list of components
-                out[fname] = self.nested(f.metadata["components"], value[fname], path + (fname,))
+            if f.metadata.get("components") and (fname in value or hints[fname] is dict):
+                # components: a list, or one mapping (resolved when left out, too)
+                given = value[fname] if fname in value else f.default_factory()
+                if hints[fname] is dict:
+                    out[fname] = self.component(f.metadata["components"], given, path + (fname,))
+                else:
+                    out[fname] = self.nested(f.metadata["components"], given, path + (fname,))
             elif fname in value:
                 given = read_number(value[fname], hints[fname])
                 err = check_value(given, hints[fname], dict(f.metadata))

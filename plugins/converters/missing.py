@@ -164,7 +164,6 @@ MISSING_MECHANISMS = {
     "xlstm": "xLSTM's mLSTM blocks (matrix memory with exponential input and forget gates)",
     "yoso": "YOSO's LSH-based Bernoulli sampling attention",
     "zamba": "a transformer block shared across the Mamba layers",
-    "zamba2": "a transformer block shared across the Mamba 2 layers, with LoRA adapters per use",
     "zaya": (
         "compressed convolutional attention (CCA: q/k mixed by a causal convolution, values with "
         "a delayed recurrent state), an MLP router with a skip expert and learned residual scaling"
