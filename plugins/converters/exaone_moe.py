@@ -56,9 +56,7 @@ class ExaoneMoeConverter(Dots1Converter, model_type="exaone_moe", hf_prefix="Exa
             "dense" if i < first else "sparse" for i in range(n)
         ]
         if len(kinds) != n or set(kinds) - {"dense", "sparse"}:
-            raise ConversionError(
-                f"config.json mlp_layer_types={kinds!r}: expected {n} of dense/sparse"
-            )
+            raise ConversionError(f"config.json mlp_layer_types={kinds!r}: not {n} dense/sparse")
         dense = [i for i, kind in enumerate(kinds) if kind == "dense"]
         spec["layers"] = [{"select": dense, "ffn": dict(DENSE)}] if dense else []
         if config.get("sliding_window") is None:
