@@ -1864,6 +1864,9 @@ CAUSAL_LM["SwitchTransformersConfig"] = "SwitchTransformersForConditionalGenerat
 # DiffLlamaConfig's defaults (its docstring names kajuma/DiffLlama-0.3B-handcut)
 PUBLISHED["diffllama-1.2b"] = ("DiffLlamaConfig", {})
 CAUSAL_LM["DiffLlamaConfig"] = "DiffLlamaForCausalLM"
+# BitNetConfig's defaults (its docstring's checkpoint microsoft/bitnet-b1.58-2B-4T)
+PUBLISHED["bitnet-b1.58-2b-4t"] = ("BitNetConfig", {})
+CAUSAL_LM["BitNetConfig"] = "BitNetForCausalLM"
 # JetMoeConfig's defaults (its docstring's checkpoint jetmoe/jetmoe-8b) at the model card's
 # 24 blocks; the default num_hidden_layers 12 is the docstring's "4B style" configuration
 PUBLISHED["jetmoe-8b"] = ("JetMoeConfig", dict(num_hidden_layers=24))

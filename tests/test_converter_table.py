@@ -154,6 +154,7 @@ def test_every_named_path_exists_in_a_built_model():
             ("diffllama-1.2b", {"n_layers": 1}),  # diff_mha's lambda vectors
             ("mobilebert-uncased", {"n_layers": 1}),  # bottleneck block, mlm extension
             ("jetmoe-8b", {"n_layers": 1}),  # moa's experts and the moe ffn's output bias
+            ("bitnet-b1.58-2b-4t", {"n_layers": 1}),  # mha out_norm, glu inner_norm
             (  # X-MOD's language adapters with a norm of their own
                 "xmod-base",
                 {"n_layers": 1, "block.adapter_norm": "own"},

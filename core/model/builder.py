@@ -219,7 +219,9 @@ def make_block(
     return layer.block.make(
         dims,
         attention=att.make(inner, **norm, **depth),
-        ffn=layer.ffn.make(inner),
+        ffn=layer.ffn.make(
+            inner, **({"make_norm": inner_norm} if ffn_takes_norm(layer.ffn.cls) else {})
+        ),
         make_norm=make_norm,
         cross_attention=att.cls.cross_attention(att.config, inner, **norm) if cross else None,
         **more,
@@ -235,6 +237,11 @@ def takes_norm(cls: type) -> bool:
     """Whether an attention's constructor takes the stack's norm factory (`make_norm`)."""
     params = inspect.signature(cls.__init__).parameters
     return "make_norm" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def ffn_takes_norm(cls: type) -> bool:
+    """Whether an ffn's constructor takes the stack's norm factory (`make_norm`)."""
+    return "make_norm" in inspect.signature(cls.__init__).parameters
 
 
 def takes_layer_index(cls: type) -> bool:

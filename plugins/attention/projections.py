@@ -98,6 +98,11 @@ class ProjectionConfig:
     sinks: bool = param(
         False, "a learned logit per head in every softmax denominator, no value (GPT-OSS)"
     )
+    out_norm: bool = param(
+        False,
+        "normalise the heads' concatenated output with the spec's norm (n_heads x head_dim "
+        "wide) before the output projection (BitNet's attn_sub_norm)",
+    )
     softcap: float | None = param(
         None, "soft-cap scores to cap * tanh(s / cap) before the softmax (Gemma 2)", gt=0.0
     )
@@ -162,6 +167,11 @@ class Projections:
             self._build_qk_norms(cfg, dims, make_norm)
         self.sinks = nn.Parameter(torch.zeros(dims.n_heads)) if cfg.sinks else None  # (H,)
         self.uses_position = cfg.use_position
+        self.out_norm = None
+        if getattr(cfg, "out_norm", False) and not cross:
+            if make_norm is None:
+                raise ValueError("out_norm needs the spec's norm factory (make_norm)")
+            self.out_norm = make_norm(q_dim)
 
     def _build_qk_norms(self, cfg: Any, dims: Any, make_norm: NormFactory | None) -> None:
         if make_norm is None:
@@ -254,6 +264,13 @@ class Projections:
         i = ctx.mask.query_positions().float()  # (Tq,) index of each query in its row
         scales = torch.log1p(torch.floor((i + 1.0) / floor)) * self.cfg.temperature_scale + 1.0
         return (q * scales[:, None]).to(q.dtype), k, v  # (Tq, 1) over each head's rows
+
+    def merge_heads(self, out: Tensor) -> Tensor:
+        """The kernel's heads (B, H, Tq, hd) -> (B, Tq, d_model), through `out_norm` (when
+        set) and the output projection."""
+        B, _, Tq, _ = out.shape
+        merged = out.transpose(1, 2).reshape(B, Tq, -1)  # (B, Tq, H*hd)
+        return self.out(merged if self.out_norm is None else self.out_norm(merged))
 
     def after_position(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         """The template's step between the position and the cache: the per-head q/k norm

@@ -28,7 +28,6 @@ MISSING_MECHANISMS = {
         "depth-scaled residual adds (x sqrt((n-1)/n) + f(x) / sqrt(n) by sublayer index) and "
         "scalable-softmax query scaling on NoPE layers"
     ),
-    "bitnet": "BitNet's inner norms over unpacked ternary weights",
     "blt": (
         "byte patching by an entropy model, hashed byte n-gram embeddings and cross-attention "
         "between byte and patch stacks"

@@ -51,6 +51,8 @@ EXPERTS_IN_BIAS, EXPERTS_OUT_BIAS = BLOCK + "ffn.b_in", BLOCK + "ffn.b_out"  # (
 SHARED_UP, SHARED_DOWN = BLOCK + "ffn.shared.up", BLOCK + "ffn.shared.down"  # [gate|up], down
 SHARED_GATE = BLOCK + "ffn.shared_gate"  # moe: sigmoid gate of the shared expert
 SCORE_BIAS = BLOCK + "ffn.score_bias"  # moe choice_bias: (E,) buffer added to choose experts
+ATTN_SUB_NORM = BLOCK + "attention.out_norm"  # mha out_norm: before the output projection
+FFN_SUB_NORM = BLOCK + "ffn.inner_norm"  # glu inner_norm: before the down projection
 EXPERTS_SUM_BIAS = BLOCK + "ffn.out_bias"  # moe output_bias: (D,) after the weighted sum
 # moa: router (E, D), shared [k | v] projection, the experts' queries (E, D, Hkv hd) and
 # outputs (E, Hkv hd, D), the bias after their weighted sum (D,)
