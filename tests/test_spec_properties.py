@@ -182,6 +182,15 @@ def tiny_overrides(data: dict) -> dict[str, Any]:
     for stack in ("encoder", "decoder"):  # a stack's own sizes shrink too
         section = data.get(stack) or {}
         out.update({f"{stack}.{k}": v for k, v in TINY.items() if k in section})
+        if isinstance(section.get("layers"), list) and section["layers"]:  # PEGASUS-X's stagger
+            needed = max([2] + [_first_needed(e.get("select")) for e in section["layers"]])
+            key = "n_layers" if stack == "encoder" else "decoder.n_layers"
+            out[key] = max(out.get(key, 1), needed)
+    if isinstance(attention, dict) and attention.get("value_width") is not None:  # MobileBERT
+        out["attention.value_width"] = TINY["d_model"]  # v reads the layer's input
+    block = data.get("block")
+    if isinstance(block, dict) and block.get("inner_dim") is not None:  # a bottleneck
+        out["block.inner_dim"] = 8
     return out
 
 
