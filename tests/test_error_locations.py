@@ -32,7 +32,7 @@ def test_bare_component_typo_in_a_child_names_the_child_line(tmp_path):
     err = zoo_error("validate", str(path))
     assert err == (
         f"Error: {path}:4:1: norm.kind: unknown norm component 'scalenorn'; "
-        "known: layernorm, rmsnorm"
+        "known: affine, layernorm, rmsnorm"
     )
     assert GPT2 not in err
 
@@ -55,7 +55,7 @@ def test_set_of_a_bare_component_names_the_override():
     err = zoo_error("build", "gpt2", "--set", "norm=scalenorn")
     assert err == (
         "Error: <override norm>:1:1: norm.kind: unknown norm component 'scalenorn'; "
-        "known: layernorm, rmsnorm"
+        "known: affine, layernorm, rmsnorm"
     )
 
 

@@ -69,6 +69,7 @@ def test_layers_alternate_windows_and_rotary_bases(tmp_path):
     assert glob["position"]["base"] == 160_000.0
     block = {"kind": "pre_ln", "attention_norm": False}
     block |= {"residual_scale": 1.0, "ffn_norm": True}  # added with Granite and Mamba 2
+    block |= {"prefix_attention_norm": False}  # added with PEGASUS-X
     assert first == {"select": [0], "block": block}
 
 

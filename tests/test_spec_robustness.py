@@ -115,7 +115,7 @@ CASES = [
     ("lm-head-on-encoder", edit(("family: decoder", "family: encoder")), "head.kind: head 'lm' does not fit a encoder model", "14:8", None),
     ("mlm-head-on-decoder", edit(("head: {kind: lm, tie: true}", "head: mlm")), "head.kind: head 'mlm' does not fit a decoder model", "14:1", None),
     ("stack-section-on-decoder", edit(("n_layers: 2", "n_layers: 2\nencoder: {n_layers: 3}")), "encoder: the 'encoder:' section is only for encoder-decoder models", "6:1", None),
-    ("stack-section-bad-key", edit(("family: decoder", "family: encoder-decoder"), ("n_layers: 2", "n_layers: 2\ndecoder: {vocab_size: 3}")), "decoder.vocab_size: cannot be set per stack", "6:11", None),
+    ("stack-section-bad-key", edit(("family: decoder", "family: encoder-decoder"), ("n_layers: 2", "n_layers: 2\ndecoder: {d_model: 8}")), "decoder.d_model: cannot be set per stack", "6:11", None),
 ]
 # fmt: on
 
