@@ -21,10 +21,10 @@ from archzoo.parts.attention_template import AttentionTemplate
 from archzoo.parts.component import param
 from archzoo.parts.interfaces import AttentionContext
 
-from ..ffn.routing import expert_matmul, load_balancing_loss, route
+from ..ffn.routing import LoadBalanced, expert_matmul, route
 
 
-class MixtureOfHeads(AttentionTemplate, name="moa", kv_cache=True, aux_loss=True):
+class MixtureOfHeads(LoadBalanced, AttentionTemplate, name="moa", kv_cache=True, aux_loss=True):
     """mixture of attention heads: top-k experts with own q/out projections, shared k/v (JetMoE)"""
 
     class Config:
@@ -111,25 +111,6 @@ class MixtureOfHeads(AttentionTemplate, name="moa", kv_cache=True, aux_loss=True
         if probs is not None:  # heads back in slot-major order: head s * Hkv + j
             probs = probs.unflatten(1, (hkv, k_)).transpose(1, 2).flatten(1, 2)
         return y.view(B, T, D), probs
-
-    @classmethod
-    def combine_aux_loss(
-        cls, modules: list[nn.Module], attention_mask: Tensor | None
-    ) -> tuple[Tensor, float]:
-        """Switch/Mixtral load balancing over every routing call of `modules` (this pool's
-        layers and ffns) in this forward."""
-        logits = [t for m in modules for t in m.routing]
-        first = modules[0].cfg
-        loss = load_balancing_loss(logits, first.n_experts, first.top_k, attention_mask)
-        return loss, first.aux_loss_coef
-
-    def aux_loss_pool(self) -> tuple[str, int, int]:
-        """Pooled into one load-balancing loss with the moe ffn layers over as many
-        experts and top-k (transformers' JetMoE pools both routers' logits)."""
-        return ("load_balancing", self.cfg.n_experts, self.cfg.top_k)
-
-    def reset_aux_loss(self) -> None:
-        self.routing = []
 
 
 def by_expert(rows: Tensor, experts: Tensor, w: Tensor) -> Tensor:

@@ -18,13 +18,13 @@ from archzoo.parts.linear import Float32Linear, KeepsFloat32
 
 from .activations import ACTIVATIONS, clamped_swiglu
 from .glu import GATES
-from .routing import Groups, expert_matmul, load_balancing_loss, route
+from .routing import Groups, LoadBalanced, expert_matmul, route
 from .sparsemixer import sparsemixer
 
 CLAMPED = "swiglu_clamped"  # GPT-OSS's gated unit (glu_alpha, glu_limit)
 
 
-class MoEFeedForward(KeepsFloat32, FeedForward, name="moe", aux_loss=True):
+class MoEFeedForward(LoadBalanced, KeepsFloat32, FeedForward, name="moe", aux_loss=True):
     """mixture of experts: top-k routed GLU/MLP experts (+ shared experts), grouped matmuls"""
 
     class Config:
@@ -287,24 +287,6 @@ class MoEFeedForward(KeepsFloat32, FeedForward, name="moe", aux_loss=True):
             chosen = torch.zeros_like(dense).scatter(1, experts, 1.0)  # (N, E)
             return torch.einsum("end,ne->nd", y, chosen)
         return torch.einsum("end,ne->nd", y, dense)
-
-    @classmethod
-    def combine_aux_loss(
-        cls, modules: list[MoEFeedForward], attention_mask: Tensor | None
-    ) -> tuple[Tensor, float]:
-        """Switch/Mixtral load balancing over every call of `modules` in this forward."""
-        logits = [t for m in modules for t in m.routing]
-        first = modules[0].cfg
-        loss = load_balancing_loss(logits, first.n_experts, first.top_k, attention_mask)
-        return loss, first.aux_loss_coef
-
-    def aux_loss_pool(self) -> tuple[str, int, int]:
-        """Pooled into one load-balancing loss with the moa attention layers over as many
-        experts and top-k (transformers' JetMoE pools both routers' logits)."""
-        return ("load_balancing", self.cfg.n_experts, self.cfg.top_k)
-
-    def reset_aux_loss(self) -> None:
-        self.routing = []
 
 
 def within_capacity(experts: Tensor, n_experts: int, capacity: int) -> Tensor:

@@ -100,3 +100,24 @@ def load_balancing_loss(
         prob_sum = prob_sum + (probs * keep[:, None]).sum(dim=0)
         rows = rows + keep.sum()
     return n_experts * torch.sum((counts / rows) * (prob_sum / rows))
+
+
+class LoadBalanced:
+    """The aux-loss contract of a routed component (moe ffn, moa attention) whose forward
+    appends its router logits to `self.routing`: one Switch/Mixtral load-balancing loss per
+    pool of layers routing over as many experts and top-k (transformers' JetMoE pools its
+    attention and MLP routers)."""
+
+    @classmethod
+    def combine_aux_loss(cls, modules: list, attention_mask: Tensor | None) -> tuple[Tensor, float]:
+        """The loss over every routing call of `modules` (one pool) in this forward."""
+        logits = [t for m in modules for t in m.routing]
+        first = modules[0].cfg
+        loss = load_balancing_loss(logits, first.n_experts, first.top_k, attention_mask)
+        return loss, first.aux_loss_coef
+
+    def aux_loss_pool(self) -> tuple[str, int, int]:
+        return ("load_balancing", self.cfg.n_experts, self.cfg.top_k)
+
+    def reset_aux_loss(self) -> None:
+        self.routing = []
