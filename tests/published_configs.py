@@ -910,6 +910,8 @@ PUBLISHED["exaone-moe-28b"] = ("ExaoneMoeConfig", {})  # its defaults (not K-EXA
 CAUSAL_LM["ExaoneMoeConfig"] = "ExaoneMoeForCausalLM"
 PUBLISHED["cwm-32b"] = ("CwmConfig", {})  # its defaults: facebook/cwm
 CAUSAL_LM["CwmConfig"] = "CwmForCausalLM"
+PUBLISHED["aria-text-18b"] = ("AriaTextConfig", {})  # its defaults (not rhymes-ai/Aria's size)
+CAUSAL_LM["AriaTextConfig"] = "AriaTextForCausalLM"
 PUBLISHED["helium-2b"] = (  # kyutai/helium-1-preview-2b (HeliumConfig's defaults)
     "HeliumConfig",
     dict(

@@ -210,6 +210,10 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
         {**DECODER, "sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]},
         ("ForCausalLM", "Model"),
     ),
+    "aria_text": (  # softmax over the top-2 logits; a shared MLP two experts wide
+        {**DECODER, "intermediate_size": 16, "moe_num_experts": 4, "moe_topk": 2},
+        ("ForCausalLM", "Model"),
+    ),
 }
 
 
