@@ -1960,3 +1960,5 @@ PUBLISHED["zamba2-2.7b"] = (  # Zamba2Config's defaults ("a Zamba2-2.7B style co
     ),
 )
 CAUSAL_LM["Zamba2Config"] = "Zamba2ForCausalLM"
+PUBLISHED["eurobert-210m"] = ("EuroBertConfig", {})  # EuroBertConfig's defaults (EuroBERT-210m)
+CAUSAL_LM["EuroBertConfig"] = "EuroBertForMaskedLM"

@@ -32,6 +32,11 @@ class ClassifierHead(PooledHead, name="classifier", token_ids=True):
             "auto", "regression", "single_label_classification", "multi_label_classification"
         ] = param("auto", "the loss (auto: as HF, regression for 1 label, else by label dtype)")
         labels: list[str] | None = param(None, "the class names in index order (HF id2label)")
+        pool_scores: bool = param(
+            False,
+            "score every token first (pooler and classifier), then pool the scores by `pooling` "
+            "instead of the states (EuroBERT's late pooling)",
+        )
 
     def __init__(self, cfg: Any, dims: Any, **parts: Any) -> None:
         super().__init__(cfg, dims, **parts)
@@ -47,10 +52,14 @@ class ClassifierHead(PooledHead, name="classifier", token_ids=True):
     def forward(
         self, hidden: Tensor, attention_mask: Tensor | None = None, input_ids: Tensor | None = None
     ) -> Tensor:
+        if self.cfg.pool_scores:  # (B, T, D) -> (B, T, num_labels), pooled below
+            hidden = self.classifier(self.dropout(self.transform(hidden)))
         if self.cfg.pooling == "eos":
             x = pool_at_token(hidden, input_ids, self.cfg.eos_token_id)  # (B, D)
         else:
             x = pool(hidden, attention_mask, self.cfg.pooling)  # (B, D)
+        if self.cfg.pool_scores:
+            return x  # (B, num_labels)
         x = self.transform(x)
         return self.classifier(self.dropout(x))  # (B, num_labels)
 
