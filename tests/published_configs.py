@@ -1962,3 +1962,5 @@ PUBLISHED["zamba2-2.7b"] = (  # Zamba2Config's defaults ("a Zamba2-2.7B style co
 CAUSAL_LM["Zamba2Config"] = "Zamba2ForCausalLM"
 PUBLISHED["eurobert-210m"] = ("EuroBertConfig", {})  # EuroBertConfig's defaults (EuroBERT-210m)
 CAUSAL_LM["EuroBertConfig"] = "EuroBertForMaskedLM"
+PUBLISHED["clip-vit-base-patch32-text"] = ("CLIPTextConfig", {})  # its defaults (docstring's)
+CAUSAL_LM["CLIPTextConfig"] = "CLIPTextModelWithProjection"  # the text tower, projected

@@ -70,6 +70,8 @@ def test_mean_pooled_normalised_embeddings_equal_the_reference(tmp_path):
         "kind": "sentence_embedding",
         "pooler": True,
         "pooling": "mean",
+        "eos_token_id": None,
+        "projection": None,
         "normalize": True,
     }
     ids, mask = batch()

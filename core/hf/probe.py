@@ -25,7 +25,10 @@ AUTO_CLASSES = {
     "ForQuestionAnswering": "AutoModelForQuestionAnswering",
     "Model": "AutoModel",
 }
-OUTPUTS = ("logits", "start_logits", "end_logits", "last_hidden_state")  # compared, if present
+# compared, if present
+OUTPUTS = ("logits", "start_logits", "end_logits", "last_hidden_state", "sentence_embedding")
+# archzoo's output name -> transformers' where they differ (CLIPTextModelWithProjection's)
+HF_OUTPUT = {"sentence_embedding": "text_embeds"}
 
 
 def transformers_module() -> Any:
@@ -124,6 +127,8 @@ def run(
     found = {}
     for name in OUTPUTS:
         value = getattr(out, name, None)
+        if value is None and name in HF_OUTPUT:
+            value = getattr(out, HF_OUTPUT[name], None)
         if isinstance(value, Tensor):
             found[name] = value.detach().float().cpu()
     return found

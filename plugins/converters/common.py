@@ -29,6 +29,7 @@ ACTIVATION = Values(
         "gelu_fast": "gelu_tanh",  # its own op order; F.gelu's numbers in fp32
         "relu": "relu",
         "relu2": "relu_squared",
+        "quick_gelu": "quick_gelu",
         "silu": "silu",
         "swish": "silu",
     }

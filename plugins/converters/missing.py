@@ -33,9 +33,6 @@ MISSING_MECHANISMS = {
         "between byte and patch stacks"
     ),
     "canine": "hashed character embeddings with strided-convolution downsampling and upsampling",
-    "clip_text_model": (
-        "QuickGELU (x * sigmoid(1.702 x)) and a pooled output at the end-of-text token"
-    ),
     "cpmant": (
         "a bucketed relative bias over segment pairs (CPM-Ant's segment position bias) and "
         "prompt-token embeddings"

@@ -120,3 +120,4 @@ BOTTLENECK_IN, BOTTLENECK_IN_NORM = BLOCK + "in_proj", BLOCK + "in_norm"
 QK_BOTTLENECK, QK_BOTTLENECK_NORM = BLOCK + "qk_proj", BLOCK + "qk_norm"
 BOTTLENECK_OUT, BOTTLENECK_OUT_NORM = BLOCK + "out_proj", BLOCK + "out_norm"
 MLM_EXTENSION = "head.extension"  # mlm decoder_extension: the decoder's columns past the table
+SENTENCE_PROJECTION = "head.projection"  # sentence_embedding projection (CLIP's text_projection)

@@ -88,6 +88,12 @@ def relu_squared(x: Tensor) -> Tensor:
     return torch.square(F.relu(x))
 
 
+def quick_gelu(x: Tensor) -> Tensor:
+    """GELU's sigmoid approximation, x * sigmoid(1.702 x) (Hendrycks & Gimpel, 2016), as
+    OpenAI's CLIP was trained with it."""
+    return x * torch.sigmoid(1.702 * x)
+
+
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "relu": F.relu,
     "relu_squared": relu_squared,
@@ -95,6 +101,7 @@ ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "gelu_tanh": partial(F.gelu, approximate="tanh"),
     "gelu_new": gelu_new,
     "gelu_bloom": gelu_bloom,
+    "quick_gelu": quick_gelu,
     "silu": F.silu,
     "tanh": F.tanh,
 }

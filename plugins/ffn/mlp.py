@@ -23,7 +23,15 @@ class MLPFeedForward(FeedForward, name="mlp"):
 
     class Config:
         activation: Literal[
-            "relu", "relu_squared", "gelu", "gelu_tanh", "gelu_new", "gelu_bloom", "silu", "xielu"
+            "relu",
+            "relu_squared",
+            "gelu",
+            "gelu_tanh",
+            "gelu_new",
+            "gelu_bloom",
+            "quick_gelu",
+            "silu",
+            "xielu",
         ] = param("gelu", "non-linearity between the two projections (xielu: learns two scalars)")
         bias: bool = param(True, "biases on both projections")
         bias_add: Literal["fused", "after_matmul"] = param(
