@@ -1964,3 +1964,7 @@ PUBLISHED["eurobert-210m"] = ("EuroBertConfig", {})  # EuroBertConfig's defaults
 CAUSAL_LM["EuroBertConfig"] = "EuroBertForMaskedLM"
 PUBLISHED["clip-vit-base-patch32-text"] = ("CLIPTextConfig", {})  # its defaults (docstring's)
 CAUSAL_LM["CLIPTextConfig"] = "CLIPTextModelWithProjection"  # the text tower, projected
+# Molmo2TextConfig's defaults (its docstring's allenai/Molmo2-8B text model): headless, as
+# transformers has it (no causal LM class for molmo2_text)
+PUBLISHED["molmo2-8b-text"] = ("Molmo2TextConfig", {})
+CAUSAL_LM["Molmo2TextConfig"] = "Molmo2TextModel"

@@ -1,0 +1,105 @@
+"""Text types the coverage sweep found unexamined (issue 33): Molmo2's text model, ...
+
+Each from a tiny perturbed transformers model with a padded row: outputs within 1e-4 of
+transformers, the same parameter count, cached decoding equal to transformers', an export
+that transformers loads with equal outputs. (Every registered type's export round trip:
+tests/test_export.py; the zoo specs' counts: tests/test_zoo_counts.py.)"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+from hf_util import max_diff_unpadded, padded_batch, perturb, save_hf
+from transformers import DynamicCache
+from transformers.models.molmo2 import Molmo2TextConfig, Molmo2TextModel
+
+import archzoo
+from archzoo.parts.converter import ConversionError
+
+V = 96
+MOLMO2 = dict(
+    vocab_size=V,
+    additional_vocab_size=8,
+    hidden_size=32,
+    intermediate_size=48,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,
+    max_position_embeddings=64,
+    pad_token_id=0,
+)
+# qk_norm_type x norm_after: a QK norm per head before each sublayer (Molmo2-8B's), and one
+# over all heads after each sublayer (OLMo 2's layout)
+MOLMO2_LAYOUTS = [("qwen3", False), ("olmo", True)]
+
+
+def tiny_molmo2(qk: str = "qwen3", after: bool = False, **extra) -> Molmo2TextModel:
+    torch.manual_seed(0)
+    model = Molmo2TextModel(Molmo2TextConfig(**MOLMO2, qk_norm_type=qk, norm_after=after, **extra))
+    perturb(model)
+    return model.eval()
+
+
+@pytest.mark.parametrize(("qk", "after"), MOLMO2_LAYOUTS)
+def test_molmo2_text_outputs_equal_transformers(tmp_path, qk, after):
+    ref = tiny_molmo2(qk, after)
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    assert ours.spec.data["vocab_size"] == V + 8  # both token tables, joined
+    assert ours.spec.data["block"]["kind"] == ("res_post_ln" if after else "pre_ln")
+    ids, mask = padded_batch(V + 8)  # the extra rows read too
+    with torch.no_grad():
+        want = ref(input_ids=ids, attention_mask=mask).last_hidden_state
+        got = ours(ids, attention_mask=mask).last_hidden_state
+    assert max_diff_unpadded(got, want, mask) <= 1e-4
+    assert ours.num_parameters() == sum(p.numel() for p in ref.parameters())
+
+
+def test_molmo2_text_cached_decoding_equals_transformers(tmp_path):
+    """transformers has no LM class for molmo2_text: its cached forward is compared instead,
+    a prompt (one row left-padded) then one token at a time."""
+    ref = tiny_molmo2()
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(3, V, (2, 9), generator=g)
+    mask = torch.ones_like(ids)
+    mask[1, :3] = 0  # left padding
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    prompt = 5
+    theirs, cache = DynamicCache(config=ref.config), ours.new_cache(2, ids.shape[1])
+    with torch.no_grad():
+        for start, end in [(0, prompt), *((t, t + 1) for t in range(prompt, ids.shape[1]))]:
+            step = dict(attention_mask=mask[:, :end], position_ids=pos[:, start:end])
+            want = ref(input_ids=ids[:, start:end], cache=theirs, use_cache=True, **step)
+            got = ours(ids[:, start:end], cache=cache, **step)
+            keep = mask[:, start:end]
+            assert max_diff_unpadded(got.last_hidden_state, want.last_hidden_state, keep) <= 1e-4
+
+
+@pytest.mark.parametrize(("qk", "after"), MOLMO2_LAYOUTS)
+def test_molmo2_text_export_loads_in_transformers(tmp_path, qk, after):
+    ref = tiny_molmo2(qk, after)
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf"))
+    report = archzoo.to_hf(ours, tmp_path / "out")
+    assert (report["model_type"], report["architecture"]) == ("molmo2_text", "Molmo2TextModel")
+    back = Molmo2TextModel.from_pretrained(tmp_path / "out").eval()
+    assert back.config.qk_norm_type == qk and back.config.norm_after is after
+    ids, mask = padded_batch(V + 8)
+    with torch.no_grad():
+        want = ref(input_ids=ids, attention_mask=mask).last_hidden_state
+        got = back(input_ids=ids, attention_mask=mask).last_hidden_state
+    assert max_diff_unpadded(got, want, mask) <= 1e-5
+    shutil.rmtree(tmp_path / "hf")
+
+
+def test_molmo2_text_rope_scaled_on_some_layers_is_refused(tmp_path):
+    yarn = {"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0}
+    ref = tiny_molmo2(rope_parameters=yarn, rope_scaling_layers=[1])
+    with pytest.raises(ConversionError) as err:
+        archzoo.from_hf(save_hf(ref, tmp_path / "hf"))
+    assert str(err.value).endswith(
+        "config.json rope_scaling_layers=[1]: RoPE scaled on some layers only (a per-layer "
+        "choice between a scaled and an unscaled rotary) is not supported"
+    )
