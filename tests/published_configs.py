@@ -1968,3 +1968,6 @@ CAUSAL_LM["CLIPTextConfig"] = "CLIPTextModelWithProjection"  # the text tower, p
 # transformers has it (no causal LM class for molmo2_text)
 PUBLISHED["molmo2-8b-text"] = ("Molmo2TextConfig", {})
 CAUSAL_LM["Molmo2TextConfig"] = "Molmo2TextModel"
+# GPTNeoXJapaneseConfig's defaults (abeja/gpt-neox-japanese-2.7b)
+PUBLISHED["gpt-neox-japanese-2.7b"] = ("GPTNeoXJapaneseConfig", {})
+CAUSAL_LM["GPTNeoXJapaneseConfig"] = "GPTNeoXJapaneseForCausalLM"

@@ -110,7 +110,20 @@ def test_eurobert_refuses_a_pooling_it_does_not_know():
 
 
 # model type -> (tiny config, its task classes tested: the LM first)
-GENERATIVE: dict[str, tuple[dict, tuple[str, ...]]] = {}
+GENERATIVE: dict[str, tuple[dict, tuple[str, ...]]] = {
+    "gpt_neox_japanese": (  # half of each head rotated; the last layer's output bias
+        dict(
+            vocab_size=V,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_multiple_size=2,
+            max_position_embeddings=64,
+            rotary_pct=0.5,
+        ),
+        ("ForCausalLM", "Model"),
+    ),
+}
 GENERATIVE_CASES = [(t, task) for t, (_, tasks) in GENERATIVE.items() for task in tasks]
 
 
