@@ -1971,3 +1971,6 @@ CAUSAL_LM["Molmo2TextConfig"] = "Molmo2TextModel"
 # GPTNeoXJapaneseConfig's defaults (abeja/gpt-neox-japanese-2.7b)
 PUBLISHED["gpt-neox-japanese-2.7b"] = ("GPTNeoXJapaneseConfig", {})
 CAUSAL_LM["GPTNeoXJapaneseConfig"] = "GPTNeoXJapaneseForCausalLM"
+# OpenAIPrivacyFilterConfig's defaults (its docstring's openai/privacy-filter), 33 labels
+PUBLISHED["openai-privacy-filter"] = ("OpenAIPrivacyFilterConfig", {})
+CAUSAL_LM["OpenAIPrivacyFilterConfig"] = "OpenAIPrivacyFilterForTokenClassification"

@@ -252,6 +252,7 @@ EXTRA = {
     "hunyuan_v1_moe": {"num_experts": 4, "moe_topk": 2},
     "ernie4_5_moe": {"moe_num_shared_experts": 1},
     "minimax_m2": {"rotary_dim": 4},
+    "openai_privacy_filter": {"sliding_window": 3},  # 3 keys either side: windows that bite
     "llama4_text": {  # a rotary layer in chunks of 4 with experts, a NoPE layer dense
         "no_rope_layers": [1, 0],
         "moe_layers": [0],

@@ -1,4 +1,5 @@
-"""Text types the coverage sweep found unexamined (issue 33): Molmo2's text model, ...
+"""Text types the coverage sweep found unexamined (issue 33): Molmo2's text model and
+OpenAI's Privacy Filter.
 
 Each from a tiny perturbed transformers model with a padded row: outputs within 1e-4 of
 transformers, the same parameter count, cached decoding equal to transformers', an export
@@ -7,10 +8,12 @@ tests/test_export.py; the zoo specs' counts: tests/test_zoo_counts.py.)"""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
 import torch
+import transformers as hf
 from hf_util import max_diff_unpadded, padded_batch, perturb, save_hf
 from transformers import DynamicCache
 from transformers.models.molmo2 import Molmo2TextConfig, Molmo2TextModel
@@ -102,4 +105,86 @@ def test_molmo2_text_rope_scaled_on_some_layers_is_refused(tmp_path):
     assert str(err.value).endswith(
         "config.json rope_scaling_layers=[1]: RoPE scaled on some layers only (a per-layer "
         "choice between a scaled and an unscaled rotary) is not supported"
+    )
+
+
+# ------------------------------------------------------------------ OpenAI's Privacy Filter
+
+PRIVACY = dict(  # windows of 3 keys either side over 12 tokens; YaRN as the default's
+    vocab_size=V,
+    hidden_size=32,
+    intermediate_size=16,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,
+    sliding_window=3,
+    num_local_experts=4,
+    num_experts_per_tok=2,
+    max_position_embeddings=64,
+    pad_token_id=0,
+    eos_token_id=0,
+    num_labels=5,
+    rope_parameters={"rope_type": "yarn", "rope_theta": 150000.0, "factor": 4.0}
+    | {"beta_fast": 32.0, "beta_slow": 1.0, "truncate": False}
+    | {"original_max_position_embeddings": 16},
+)
+
+
+def tiny_privacy_filter(task: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    model = getattr(hf, f"OpenAIPrivacyFilter{task}")(hf.OpenAIPrivacyFilterConfig(**PRIVACY))
+    perturb(model, scale=0.1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("sinks"):  # make the sinks take a real share
+                p.normal_(0.0, 1.0)
+    return model.eval()
+
+
+def privacy_output(out) -> torch.Tensor:
+    return out.logits if getattr(out, "logits", None) is not None else out.last_hidden_state
+
+
+@pytest.mark.parametrize("task", ["ForTokenClassification", "Model"])
+def test_privacy_filter_outputs_equal_transformers(tmp_path, task):
+    ref = tiny_privacy_filter(task)
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    attention = ours.spec.data["attention"]
+    assert (ours.family, attention["kind"], attention["window"]) == ("encoder", "local", 4)
+    assert ours.spec.data["position"]["interleaved"] is True
+    ids, mask = padded_batch(V, length=12)
+    with torch.no_grad():
+        want = privacy_output(ref(input_ids=ids, attention_mask=mask))
+        got = privacy_output(ours(ids, attention_mask=mask))
+    assert got.shape == want.shape
+    assert max_diff_unpadded(got, want, mask) <= 1e-4
+    assert ours.num_parameters() == sum(p.numel() for p in ref.parameters())
+
+
+def test_privacy_filter_export_loads_in_transformers(tmp_path):
+    ref = tiny_privacy_filter("ForTokenClassification")
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf"))
+    report = archzoo.to_hf(ours, tmp_path / "out")
+    assert report["architecture"] == "OpenAIPrivacyFilterForTokenClassification"
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config["sliding_window"] == 3 and "layer_types" not in config
+    back = hf.OpenAIPrivacyFilterForTokenClassification.from_pretrained(tmp_path / "out").eval()
+    ids, mask = padded_batch(V, length=12)
+    with torch.no_grad():
+        want = ref(input_ids=ids, attention_mask=mask).logits
+        got = back(input_ids=ids, attention_mask=mask).logits
+    assert max_diff_unpadded(got, want, mask) <= 1e-5
+
+
+def test_privacy_filter_with_layer_types_is_refused(tmp_path):
+    directory = save_hf(tiny_privacy_filter("Model"), tmp_path / "hf")
+    path = directory / "config.json"
+    config = json.loads(path.read_text())
+    path.write_text(json.dumps({**config, "layer_types": ["full_attention"] * 2}))
+    with pytest.raises(ConversionError) as err:
+        archzoo.from_hf(directory)
+    assert str(err.value).endswith(
+        "config.json layer_types: the Privacy Filter windows every layer; per-layer attention "
+        "types are not part of this type"
     )
