@@ -1863,6 +1863,18 @@ PUBLISHED["switch-base-8"] = (  # google/switch-base-8: the config class's defau
     dict(num_sparse_encoder_layers=6, num_sparse_decoder_layers=6),
 )
 CAUSAL_LM["SwitchTransformersConfig"] = "SwitchTransformersForConditionalGeneration"
+PUBLISHED["nllb-moe-54b"] = (  # facebook/nllb-moe-54b: NllbMoeConfig's defaults (128 experts,
+    "NllbMoeConfig",  # every 4th layer routed) at the checkpoint's sizes, as recalled
+    dict(
+        d_model=2048,
+        encoder_layers=24,
+        decoder_layers=24,
+        encoder_ffn_dim=8192,
+        decoder_ffn_dim=8192,
+        vocab_size=256206,
+    ),
+)
+CAUSAL_LM["NllbMoeConfig"] = "NllbMoeForConditionalGeneration"
 # DiffLlamaConfig's defaults (its docstring names kajuma/DiffLlama-0.3B-handcut)
 PUBLISHED["diffllama-1.2b"] = ("DiffLlamaConfig", {})
 CAUSAL_LM["DiffLlamaConfig"] = "DiffLlamaForCausalLM"

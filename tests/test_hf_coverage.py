@@ -107,11 +107,12 @@ def test_the_table_prints_with_totals(report, monkeypatch):
     assert lines[-1].endswith("out of scope") and "supported, " in lines[-1]
 
 
-def test_nllb_moe_has_no_oracle_transformers_runs_experts_0_and_1_only():
-    """nllb-moe's refusal says transformers 5.24 cannot be its oracle: with tokens routed to
+def test_nllb_moe_transformers_runs_experts_0_and_1_only_so_its_oracle_is_patched():
+    """transformers 5.24 as shipped cannot be NLLB-MoE's oracle: with tokens routed to
     experts 2 and 3 (the router's own choice, checked), filling those experts' weights with
-    1000 leaves the logits unchanged, while expert 0's changes them. When this fails,
-    transformers fixed NllbMoeExperts and NLLB-MoE can be parity-tested."""
+    1000 leaves the logits unchanged, while expert 0's changes them. nllb-moe is supported
+    and its parity tests (tests/test_nllb_moe.py) run transformers with that dispatch line
+    fixed. When this fails, transformers fixed NllbMoeExperts and the patch can go."""
     import torch
     import transformers as hf
 
@@ -147,6 +148,9 @@ def test_nllb_moe_has_no_oracle_transformers_runs_experts_0_and_1_only():
             if ".experts.expert_0." in name:
                 p.fill_(1e3)
         assert not torch.equal(model(ids, decoder_input_ids=dec).logits, before)
+    from test_nllb_moe import fixed_experts_forward
+
     from archzoo.plugins.converters.missing import MISSING_MECHANISMS
 
-    assert "no oracle" in MISSING_MECHANISMS["nllb-moe"]
+    assert "nllb-moe" not in MISSING_MECHANISMS and get_registry().converter("nllb-moe")
+    assert callable(fixed_experts_forward)

@@ -126,12 +126,6 @@ MISSING_MECHANISMS = {
         "(llama_4_scaling_beta), on YaRN rotary"
     ),
     "mra": "MRA's multi-resolution (block low-rank) approximation of attention",
-    "nllb-moe": (
-        "top-2 routing with capacity and its second-expert policy (all / sampling / random); "
-        "and no oracle: transformers 5.24's NllbMoeExperts one-hot encodes the one-hot top-1 "
-        "mask, so expert_1 serves every token's first choice and expert_0 its second, "
-        "whichever experts the router picked"
-    ),
     "nystromformer": (
         "Nystrom-approximated attention (segment-mean landmarks, an iterative pseudo-inverse) "
         "with a depthwise convolution over the values"

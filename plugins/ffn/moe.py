@@ -5,6 +5,7 @@ see every token. Tokens are grouped by expert and run through one grouped matmul
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import partial
 from typing import Any, Literal
@@ -96,10 +97,29 @@ class MoEFeedForward(LoadBalanced, KeepsFloat32, FeedForward, name="moe", aux_lo
         shared_gate: bool = param(False, "scale the shared expert by sigmoid(w . x) (Qwen2-MoE)")
         capacity: int | None = param(
             None,
-            "top-1 routing: each expert takes at most this many tokens of a row, in order; "
-            "later ones are dropped, their routed output 0 (Switch's expert_capacity); "
+            "each expert takes at most this many token slots (where: capacity_over); later "
+            "ones are dropped, their routed output 0 (Switch's, NLLB-MoE's expert_capacity); "
             "null: no limit",
             min=1,
+        )
+        capacity_over: Literal["row", "batch"] = param(
+            "row",
+            "where capacity counts: each row's tokens in order, top_k 1 (Switch); or the "
+            "call's tokens, every token's first choice placed before any second choice, the "
+            "kept weights renormalised when `normalize` (NLLB-MoE, fairseq's Top2Gate)",
+        )
+        eval_capacity_fraction: float | None = param(
+            None,
+            "capacity_over batch, at eval: capacity = ceil(fraction x the call's tokens) "
+            "(NLLB-MoE's moe_eval_capacity_token_fraction); null: capacity at eval too",
+            gt=0.0,
+        )
+        output_dropout: float = param(
+            0.0,
+            "each routed expert's weighted output: dropout p in training, times (1 - p) at "
+            "eval (NLLB-MoE's moe_token_dropout)",
+            min=0.0,
+            lt=1.0,
         )
         jitter: float = param(
             0.0, "training only: multiply inputs by U(1 - j, 1 + j)", min=0.0, lt=1.0
@@ -158,10 +178,16 @@ class MoEFeedForward(LoadBalanced, KeepsFloat32, FeedForward, name="moe", aux_lo
             )
         if cfg.router == "sparsemixer" and (cfg.top_k != 2 or cfg.n_groups > 1 or cfg.choice_bias):
             problems.append(("router", "sparsemixer picks top_k 2, without groups or choice_bias"))
-        if cfg.capacity is not None and cfg.top_k != 1:
+        if cfg.capacity is not None and cfg.top_k != 1 and cfg.capacity_over == "row":
             problems.append(
-                ("capacity", f"expert capacity is counted for top_k 1, not {cfg.top_k}")
+                (
+                    "capacity",
+                    f"a row's expert capacity is counted for top_k 1, not {cfg.top_k} "
+                    "(capacity_over: batch counts any top_k)",
+                )
             )
+        if cfg.eval_capacity_fraction is not None and cfg.capacity_over != "batch":
+            problems.append(("eval_capacity_fraction", "needs capacity_over: batch"))
         if cfg.shared_gate and not cfg.n_shared:
             problems.append(("shared_gate", "needs n_shared >= 1"))
         if cfg.n_experts % cfg.n_groups:
@@ -222,12 +248,14 @@ class MoEFeedForward(LoadBalanced, KeepsFloat32, FeedForward, name="moe", aux_lo
                 logits,
                 cfg.top_k,
                 cfg.router,
-                cfg.normalize,
+                cfg.normalize and cfg.capacity_over == "row",  # batch: after the drops
                 groups=self.groups,
                 choice_bias=self.score_bias if cfg.choice_bias else None,
                 scale=cfg.routed_scale,
             )
-        if cfg.capacity is not None:
+        if cfg.capacity_over == "batch":
+            weights = self.batch_capacity(weights, experts)
+        elif cfg.capacity is not None:
             weights = weights * within_capacity(experts.view(B, T), cfg.n_experts, cfg.capacity)
         out = self.experts(h, weights if cfg.fp32_weights else weights.to(h.dtype), experts)
         if self.out_bias is not None:
@@ -265,8 +293,31 @@ class MoEFeedForward(LoadBalanced, KeepsFloat32, FeedForward, name="moe", aux_lo
             y = y + self.b_out[flat[order]]
         if not inputs:
             y = y * weights.reshape(-1)[order, None]  # (N k, D)
+        y = self.drop_outputs(y)
         slots = torch.empty_like(y).index_copy(0, order, y)  # back in (token, slot) order
         return slots.view(N, k, -1).sum(dim=1).to(h.dtype)  # (N, D)
+
+    def batch_capacity(self, weights: Tensor, experts: Tensor) -> Tensor:
+        """capacity_over batch: weights (N, k) of the dropped slots zeroed, then (normalize)
+        the kept ones renormalised to sum to 1 per token (all dropped: 0)."""
+        cfg = self.cfg
+        capacity = cfg.capacity
+        if not self.training and cfg.eval_capacity_fraction is not None:
+            capacity = math.ceil(cfg.eval_capacity_fraction * experts.shape[0])
+        if capacity is not None:
+            weights = weights * within_batch_capacity(experts, cfg.n_experts, capacity)
+        if cfg.normalize:
+            total = weights.sum(dim=-1, keepdim=True)
+            weights = weights / total.clamp(min=torch.finfo(weights.dtype).eps)
+        return weights
+
+    def drop_outputs(self, y: Tensor) -> Tensor:
+        """output_dropout on expert outputs: dropout in training, times 1 - p at eval (on a
+        weighted or an unweighted output alike: the weight is a per-row factor)."""
+        p = self.cfg.output_dropout
+        if p == 0.0:
+            return y
+        return nn.functional.dropout(y, p) if self.training else y * (1.0 - p)
 
     def dense_experts(self, h: Tensor, weights: Tensor, experts: Tensor) -> Tensor:
         """Every expert on every token, weighted by a dense (N, E) routing matrix: the same sum
@@ -283,6 +334,7 @@ class MoEFeedForward(LoadBalanced, KeepsFloat32, FeedForward, name="moe", aux_lo
         y = torch.bmm(self.activate(a), self.w_out)  # (E, N, D)
         if self.b_out is not None:
             y = y + self.b_out[:, None]
+        y = self.drop_outputs(y)
         if self.cfg.weigh == "inputs":  # the chosen experts' outputs, unweighted
             chosen = torch.zeros_like(dense).scatter(1, experts, 1.0)  # (N, E)
             return torch.einsum("end,ne->nd", y, chosen)
@@ -295,6 +347,16 @@ def within_capacity(experts: Tensor, n_experts: int, capacity: int) -> Tensor:
     onehot = nn.functional.one_hot(experts, n_experts)  # (B, T, E)
     rank = (onehot.cumsum(dim=1) * onehot).sum(-1)  # (B, T): 1 for an expert's first token
     return (rank <= capacity).reshape(-1, 1)
+
+
+def within_batch_capacity(experts: Tensor, n_experts: int, capacity: int) -> Tensor:
+    """(N, k) experts of each token's k slots -> (N, k): 1 where the slot is among the first
+    `capacity` an expert receives, counting every token's slot 0 (in token order) before any
+    slot 1, and so on (fairseq's Top2Gate: second choices queue behind all first choices)."""
+    onehot = nn.functional.one_hot(experts, n_experts)  # (N, k, E)
+    before = onehot.sum(dim=0).cumsum(dim=0) - onehot.sum(dim=0)  # (k, E): earlier slots' load
+    place = onehot.cumsum(dim=0) - 1 + before  # (N, k, E): 0-based place in its expert's queue
+    return ((place * onehot).sum(-1) < capacity).to(torch.float32)
 
 
 def expert_activation(cfg: Any) -> Callable[[Tensor], Tensor]:
