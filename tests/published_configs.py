@@ -912,6 +912,8 @@ PUBLISHED["cwm-32b"] = ("CwmConfig", {})  # its defaults: facebook/cwm
 CAUSAL_LM["CwmConfig"] = "CwmForCausalLM"
 PUBLISHED["aria-text-18b"] = ("AriaTextConfig", {})  # its defaults (not rhymes-ai/Aria's size)
 CAUSAL_LM["AriaTextConfig"] = "AriaTextForCausalLM"
+PUBLISHED["hy3-295b"] = ("HYV3Config", {})  # its defaults: tencent/Hy3-preview
+CAUSAL_LM["HYV3Config"] = "HYV3ForCausalLM"
 PUBLISHED["helium-2b"] = (  # kyutai/helium-1-preview-2b (HeliumConfig's defaults)
     "HeliumConfig",
     dict(

@@ -112,6 +112,12 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
         {**DECODER, "num_local_experts": 4, "num_experts_per_tok": 2, "rotary_dim": 4},
         CAUSAL,
     ),
+    "hy_v3": (  # a routed layer before a dense one, a shared expert two experts wide,
+        # sigmoid scores plus the correction bias, weights renormalised x 2.826
+        {**DECODER, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16}
+        | {"mlp_layer_types": ["sparse", "dense"], "num_shared_experts": 2},
+        CAUSAL,
+    ),
 }
 
 
