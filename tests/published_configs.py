@@ -1938,6 +1938,10 @@ PUBLISHED["wmt19-en-de"] = (  # facebook/wmt19-en-de, as recalled (FSMTConfig's 
     ),
 )
 CAUSAL_LM["FSMTConfig"] = "FSMTForConditionalGeneration"
+# microsoft/prophetnet-large-uncased: ProphetNetConfig's defaults (transformers 5.24's
+# configuration_prophetnet.py) are its sizes
+PUBLISHED["prophetnet-large-uncased"] = ("ProphetNetConfig", {})
+CAUSAL_LM["ProphetNetConfig"] = "ProphetNetForConditionalGeneration"
 PUBLISHED["mellum2-12b-a2.5b"] = ("MellumConfig", {})  # defaults: Mellum2-12B-A2.5B-Base
 CAUSAL_LM["MellumConfig"] = "MellumForCausalLM"
 PUBLISHED["jina-embeddings-v3"] = ("JinaEmbeddingsV3Config", {})  # its config's defaults

@@ -39,6 +39,8 @@ PARTNERS: dict[str, dict] = {
     "attention:disentangled": {"position": "deberta_relative"},
     "ffn:none": {"block": {"kind": "pre_ln", "ffn_norm": False}},  # no FFN, no norm for it
     "attention:none": {"block": {"kind": "pre_ln", "attention_norm": False}},  # no mixer either
+    # the predicting streams it reads, which only it can read
+    "attention:ngram_streams": {"embedding": {"kind": "token", "predict_streams": 2}},
 }
 # Kinds placed in a decoder and an encoder-decoder model (attention adjusts by capability).
 STACK_KINDS = ("embedding", "position", "attention", "norm", "block", "ffn", "sharing")

@@ -48,6 +48,7 @@ class Stack(nn.Module):
         self.causal = causal
         self.checkpointing = checkpointing
         self.prefix = embedding.prefix_tokens  # vectors the embedding puts before the tokens
+        self.streams = embedding.predict_streams  # predicting streams it puts after them
         caps = position.capabilities
         if self.prefix and (causal or caps.rotate or caps.bias):
             raise ValueError(
@@ -71,8 +72,10 @@ class Stack(nn.Module):
         documents: Tensor | None = None,
         memory_documents: Tensor | None = None,
     ) -> Tensor:
-        """Hidden states (B, T, D). With a cache, input_ids are the new tokens only and
-        attention_mask (if any) covers every cached token plus the new ones. `record`
+        """Hidden states (B, T, D), or (B, (1 + n) T, D) with the embedding's n predicting
+        streams after the tokens (`split_streams` parts them). With a cache, input_ids are
+        the new tokens only and attention_mask (if any) covers every cached token plus the
+        new ones. `record`
         collects hidden states and requested attention probabilities. attention_inputs:
         per-batch tensors for the attention components (ctx.inputs); langs: language ids
         for an embedding with a language table (XLM). documents (B, T): run numbers of a
@@ -97,6 +100,15 @@ class Stack(nn.Module):
         x = self.embedding(  # before the cache advances: a refused position leaves it as it was
             input_ids, token_type_ids, self.position.embed(position_ids), **languages
         )
+        if self.streams:  # (B, (1 + n) T, D): the streams after the tokens
+            if documents is not None:
+                raise ValueError(
+                    "document_ids (packed rows) cannot be used with predicting streams "
+                    f"(embedding.predict_streams {self.streams}): give one document per row"
+                )
+            ahead = self.position.embed(position_ids + 1)  # each token's next position
+            ahead = torch.zeros_like(x) if ahead is None else ahead
+            x = torch.cat([x, self.embedding.stream_vectors(ahead)], dim=1)
         k_pos, key_padding = position_ids, attention_mask
         if cache is not None:
             k_pos, key_padding = cache.advance(position_ids, attention_mask)
@@ -142,7 +154,7 @@ class Stack(nn.Module):
                     "documents (the queries') and memory_documents (the memory's)"
                 )
             cross_mask = AttentionMask.build(
-                T,
+                T * (1 + self.streams),  # every stream's rows query the memory
                 memory.shape[1],
                 causal=False,
                 key_padding=memory_mask,
@@ -175,8 +187,17 @@ class Stack(nn.Module):
         if prefix:
             x = x[:, prefix:]  # (B, T, D): the tokens' states
         if record is not None:
-            record.final(x)
+            record.final(self.split_streams(x)[0])
         return x
+
+    def split_streams(self, x: Tensor) -> tuple[Tensor, Tensor | None]:
+        """The tokens' states (B, T, D) and the predicting streams' (B, n, T, D), or None,
+        of this stack's output (B, (1 + n) T, D)."""
+        if not self.streams:
+            return x, None
+        B, L, D = x.shape
+        T = L // (1 + self.streams)
+        return x[:, :T], x[:, T:].view(B, self.streams, T, D)
 
     def _recorded_layer(
         self,
@@ -190,7 +211,8 @@ class Stack(nn.Module):
         record: StackRecord,
     ) -> Tensor:
         """Run layer use j (block i) keeping its input and, if asked, its probabilities."""
-        record.before_layer(x[:, self.prefix :] if self.prefix else x)  # the tokens' states
+        tokens = self.split_streams(x)[0]  # the tokens' states, without streams or prefix
+        record.before_layer(tokens[:, self.prefix :] if self.prefix else tokens)
         if cache is not None:
             ctx = ctx.with_cache(cache.layers[j])
             if cross_ctx is not None:

@@ -31,6 +31,8 @@ class ModelOutput:
     last_hidden_state: Tensor
     logits: Tensor | None = None
     loss: Tensor | None = None
+    # (B, n - 1, T, V): the LM head's logits of predicting streams 1.. (ProphetNet's ngram)
+    logits_ngram: Tensor | None = None
     encoder_last_hidden_state: Tensor | None = None
     aux_loss: Tensor | None = None  # auxiliary losses (MoE load balancing), before weighting
     # output_hidden_states / output_attentions (tuples, one entry per layer; see outputs.py)
@@ -198,14 +200,47 @@ class ZooModel(nn.Module):
         rec = self._records(output_hidden_states, output_attentions)
         reset_aux_losses(self._aux_groups)
         hidden, mask, memory = self._run_stacks(batch, cache, encoder_outputs, rec)
+        last_stack = self.decoder if self.decoder is not None else self.encoder
+        hidden, streams = last_stack.split_streams(hidden)
         if logits_to_keep is not None:
             keep = kept_positions(logits_to_keep, hidden.shape[1])
             hidden, mask = hidden[:, keep], None if mask is None else mask[:, keep]
-        named, loss = self.head.outputs(hidden, mask, batch)
+            streams = None if streams is None else streams[:, :, keep]
+        if streams is not None and self.head.capabilities.generates:
+            named, loss = self._stream_outputs(streams, mask, batch)
+        else:
+            named, loss = self.head.outputs(hidden, mask, batch)
         loss, aux_loss = self._aux_loss(loss, batch.attention_mask, add=shift_labels is None)
         last = named.pop("last_hidden_state", hidden)  # a head may project it (OPT-350m)
         extra = {"encoder_last_hidden_state": memory, **named, **self._recorded(rec)}
         return ModelOutput(last, loss=loss, aux_loss=aux_loss, **extra)
+
+    def _stream_outputs(
+        self, streams: Tensor, mask: Tensor | None, batch: ForwardBatch
+    ) -> tuple[dict[str, Any], Tensor | None]:
+        """An LM head on predicting streams (B, n, T, D): `logits` of stream 0 (the next
+        token's), `logits_ngram` of the others, and the loss of every stream against the
+        same labels, averaged over all their scored tokens (as transformers' ProphetNet; a
+        `num_items_in_batch` counts one stream's tokens, so it is taken n times)."""
+        B, n, T, D = streams.shape
+        rows = streams.transpose(0, 1).reshape(n * B, T, D)  # (n B, T, D): stream after stream
+
+        def repeat(t: Tensor | None) -> Tensor | None:
+            return None if t is None else t.repeat(n, *([1] * (t.dim() - 1)))
+
+        per_stream = replace(
+            batch,
+            labels=repeat(batch.labels),
+            shift_labels=repeat(batch.shift_labels),
+            num_items=None if batch.num_items is None else batch.num_items * n,
+        )
+        named, loss = self.head.outputs(rows, repeat(mask), per_stream)
+        logits = named.get("logits")
+        if logits is not None:
+            named["logits"] = logits[:B]
+            if n > 1:  # (B, n - 1, T, V)
+                named["logits_ngram"] = logits[B:].view(n - 1, B, T, -1).transpose(0, 1)
+        return named, loss
 
     def _checked(
         self, batch: ForwardBatch, cache: KVCache | None, encoder_outputs: Tensor | None

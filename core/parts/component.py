@@ -49,6 +49,7 @@ class Capabilities:
     final_norm: bool = False  # block: the stack ends with a norm
     cross_layer: bool = True  # block: can hold a decoder layer's cross-attention
     kv_cache: bool = False  # attention: supports incremental decoding
+    streams: bool = False  # attention: reads the predicting streams laid after the tokens
     aux_loss: bool = False  # any: adds an auxiliary training loss (combine_aux_loss)
     generates: bool = False  # head: its logits score the next token, so `generate` can use it
     token_ids: bool = False  # head: forward and hidden_loss take input_ids= (pooling at a token)
@@ -68,6 +69,7 @@ KIND_CAPABILITIES: dict[str, tuple[str, ...]] = {
         "accepts_rotate",
         "accepts_bias",
         "kv_cache",
+        "streams",
         "mup",
     ),
     "position": ("rotate", "bias", "embed", "values"),

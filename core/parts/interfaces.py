@@ -51,6 +51,14 @@ class Embedding(Component):
     # vectors it places before the tokens (PEGASUS-X's global tokens): every layer sees them,
     # the stack drops them from its output
     prefix_tokens: int = 0
+    # predicting streams it places after the tokens (ProphetNet's ngram): the stack runs them
+    # beside the tokens (an n-stream attention reads them) and returns them apart
+    predict_streams: int = 0
+
+    def stream_vectors(self, next_positions: Tensor) -> Tensor:
+        """The predicting streams' input (B, n T, d_model), stream after stream, from the
+        vectors of each token's next position (B, T, d_model)."""
+        raise NotImplementedError(f"embedding {self.name!r} places no predicting streams")
 
     @classmethod
     def embed_width(cls, cfg: Any, dims: Dims) -> int:

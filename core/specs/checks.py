@@ -58,6 +58,12 @@ def check_plan(plan: BuildPlan, data: dict[str, Any], report: Report) -> None:
 def check_stack(stack: StackPlan, prefix: tuple, report: Report) -> None:
     """Component checks, attention capabilities and sharing consistency of one stack."""
     check_part(stack.embedding, stack.dims, prefix + ("embedding",), report)
+    if getattr(stack.embedding.config, "predict_streams", 0) and not stack.role.causal:
+        report(
+            prefix + ("embedding", "predict_streams"),
+            f"predicting streams run beside a causal decoder; the {stack.role.which} stack "
+            "is bidirectional",
+        )
     check_part(stack.position, stack.position_dims, prefix + ("position",), report)
     check_part(stack.sharing, stack.dims, prefix + ("sharing",), report)
     first = stack.layers[0].components()
@@ -159,6 +165,14 @@ def check_attention(
     if pos.attentions and att.name not in pos.attentions:
         names = " or ".join(repr(a) for a in pos.attentions)
         report(kind_path, f"position {pos.name!r} is applied only by attention {names}")
+    streams = getattr(stack.embedding.config, "predict_streams", 0)
+    if streams and not caps.streams:
+        report(
+            kind_path,
+            f"attention {att.name!r} cannot read the {streams} predicting streams the "
+            "embedding places after the tokens (predict_streams): use an n-stream attention "
+            "(ngram_streams)",
+        )
     if stack.role.cross and not provides_cross(att):
         report(path, f"attention {att.name!r} cannot cross-attend, which a {which} stack needs")
 

@@ -130,7 +130,6 @@ MISSING_MECHANISMS = {
         "Nystrom-approximated attention (segment-mean landmarks, an iterative pseudo-inverse) "
         "with a depthwise convolution over the values"
     ),
-    "prophetnet": "ProphetNet's n-stream decoder",
     "qwen4_exp_text": (
         "a query-sparse attention indexer, gated residuals, hashed n-gram embeddings and "
         "per-layer embeddings"

@@ -21,6 +21,7 @@ POSITION_LAYER = "{s}.position.tables.{i}"  # t5_relative per_layer: layer i's b
 RELATIVE_LAYER = "{s}.position.key_tables.{i}"  # relative per_layer: layer i's a^K (BERT)
 POSITION_GLOBAL = "{s}.position.global_table"  # t5_windowed: bias toward global summaries
 FINAL_NORM = "{s}.final_norm"
+STREAM_TABLE = "{s}.embedding.stream_table"  # token embedding predict_streams (ProphetNet)
 
 BLOCK = "{s}.blocks.{i}."
 ATTN_NORM = BLOCK + "attention_norm"
@@ -44,6 +45,7 @@ Q_BIAS, V_BIAS = BLOCK + "attention.q_bias", BLOCK + "attention.v_bias"  # disen
 POSITION_KEY = BLOCK + "attention.position_key"  # disentangled: c2p table projection
 POSITION_QUERY = BLOCK + "attention.position_query"  # disentangled: p2c table projection
 GLOBAL_NORM = BLOCK + "attention.global_norm"  # transient_global: norm of the summaries
+STREAM_RELATIVE = BLOCK + "attention.relative"  # ngram_streams: d -> buckets x heads
 SINKS = BLOCK + "attention.sinks"  # mha sinks: (H,) per-head sink logits
 ROUTER = BLOCK + "ffn.router"  # moe: (E, D) router
 EXPERTS_IN, EXPERTS_OUT = BLOCK + "ffn.w_in", BLOCK + "ffn.w_out"  # moe: (E, D, 2F), (E, F, D)

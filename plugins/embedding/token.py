@@ -65,6 +65,14 @@ class TokenEmbedding(Embedding, name="token"):
             "the stack drops them from its output (PEGASUS-X's global tokens); 0 for none",
             min=0,
         )
+        predict_streams: int = param(
+            0,
+            "predicting streams placed after the tokens (ProphetNet's ngram): stream s adds "
+            "learned vector s - 1 (stream 0 the last vector) to the next position's vector, "
+            "normed and dropped out as the tokens are; the stack runs them beside the tokens "
+            "and an LM head scores stream 0 (needs an n-stream attention); 0 for none",
+            min=0,
+        )
         dropout: float | None = dropout_param("dropout on the output (null: model dropout)")
 
     def __init__(self, cfg: Any, dims: Any, *, make_norm: NormFactory) -> None:
@@ -93,6 +101,10 @@ class TokenEmbedding(Embedding, name="token"):
         self.global_table = (
             nn.Embedding(self.prefix_tokens, width) if self.prefix_tokens else None
         )  # (G, W): the global tokens' vectors
+        self.predict_streams = getattr(cfg, "predict_streams", 0)
+        self.stream_table = (
+            nn.Embedding(self.predict_streams, width) if self.predict_streams else None
+        )  # (n, W): the predicting streams' vectors
 
     @classmethod
     def sum_width(cls, cfg: Any, dims: Any) -> int:
@@ -216,6 +228,16 @@ class TokenEmbedding(Embedding, name="token"):
             given.get("attention_mask"),
         )
         return self.finish(x, position_embeds if late else None)
+
+    def stream_vectors(self, next_positions: Tensor) -> Tensor:
+        """The predicting streams (B, n T, W) from the next positions' vectors (B, T, W):
+        stream s is vector s - 1 plus them, normed, stream after stream."""
+        table = self.stream_table.weight.roll(1, dims=0)  # (n, W): stream s reads row s - 1
+        x = table[None, :, None].to(next_positions.dtype) + next_positions[:, None]
+        if self.norm is not None:
+            x = self.norm(x)  # (B, n, T, W)
+        x = self.dropout(x) if self.dropout.training else x
+        return x.flatten(1, 2)
 
     def late_positions(self) -> bool:
         """Whether the position vectors join after `finish` projects, not the embedded sum."""
