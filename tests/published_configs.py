@@ -1992,3 +1992,7 @@ CAUSAL_LM["GPTNeoXJapaneseConfig"] = "GPTNeoXJapaneseForCausalLM"
 # OpenAIPrivacyFilterConfig's defaults (its docstring's openai/privacy-filter), 33 labels
 PUBLISHED["openai-privacy-filter"] = ("OpenAIPrivacyFilterConfig", {})
 CAUSAL_LM["OpenAIPrivacyFilterConfig"] = "OpenAIPrivacyFilterForTokenClassification"
+PUBLISHED["kolibri-1"] = ("Kolibri1Config", {})  # its defaults: Aleph-Alpha/Kolibri-1
+CAUSAL_LM["Kolibri1Config"] = "Kolibri1ForCausalLM"
+PUBLISHED["a.x-k1"] = ("AXK1Config", {})  # its defaults: skt/A.X-K1
+CAUSAL_LM["AXK1Config"] = "AXK1ForCausalLM"

@@ -12,10 +12,6 @@ MISSING_MECHANISMS = {
         "layers (gated_mha takes its gate from the query projection and has no window or NoPE "
         "layers)"
     ),
-    "axk1": (
-        "a norm on the MoE block's output alone (post_mlp_layernorm on MoE layers, none after "
-        "attention)"
-    ),
     "axk2": (
         "DeepSeek Sparse Attention's indexer (top-index_topk keys per query), MLA with an "
         "output gate from the query latent, and RMSNorms with a low-rank sigmoid gate"
@@ -98,10 +94,6 @@ MISSING_MECHANISMS = {
     "inkling_text": (
         "a hidden-state-conditioned relative position bias (per-token mixes of learned bias-by-"
         "distance profiles) with log-scaled attention"
-    ),
-    "kolibri1": (
-        "a router that picks experts by their raw logits plus a correction bias and weighs them "
-        "by the sigmoid of those logits (DeepSeek-V3's picks by sigmoid scores plus the bias)"
     ),
     "laguna": (
         "a softplus output gate per head from its own projection (g_proj) and a head count per "

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from archzoo.parts.component import param
-from archzoo.parts.interfaces import FeedForward
+from archzoo.parts.interfaces import FeedForward, NormFactory
 from archzoo.parts.linear import Float32Linear, KeepsFloat32
 
 from .activations import ACTIVATIONS, clamped_swiglu
@@ -49,10 +49,14 @@ class MoEFeedForward(LoadBalanced, KeepsFloat32, FeedForward, name="moe", aux_lo
         output_bias: bool = param(
             False, "one d_model bias added after the routed experts' weighted sum (JetMoE)"
         )
-        router: Literal["softmax_topk", "topk_softmax", "sigmoid", "sparsemixer"] = param(
+        router: Literal[
+            "softmax_topk", "topk_softmax", "sigmoid", "sigmoid_logits", "sparsemixer"
+        ] = param(
             "softmax_topk",
             "softmax over all experts then top-k, top-k logits then softmax, top-k of "
-            "per-expert sigmoid scores (DeepSeek-V3), or SparseMixer's two picks (PhiMoE)",
+            "per-expert sigmoid scores (DeepSeek-V3), top-k of the raw logits weighed by their "
+            "sigmoid (choice_bias added to the logits: Kolibri-1), or SparseMixer's two picks "
+            "(PhiMoE)",
         )
         mixer_eps: float = param(
             0.01,
@@ -95,6 +99,11 @@ class MoEFeedForward(LoadBalanced, KeepsFloat32, FeedForward, name="moe", aux_lo
             None, "hidden size of the shared expert (null: d_expert x n_shared)", min=1
         )
         shared_gate: bool = param(False, "scale the shared expert by sigmoid(w . x) (Qwen2-MoE)")
+        output_norm: bool = param(
+            False,
+            "normalise the block's output (routed plus shared experts) with the spec's norm "
+            "(A.X-K1's post_mlp_layernorm)",
+        )
         capacity: int | None = param(
             None,
             "each expert takes at most this many token slots (where: capacity_over); later "
@@ -128,7 +137,7 @@ class MoEFeedForward(LoadBalanced, KeepsFloat32, FeedForward, name="moe", aux_lo
             0.01, "weight of the load-balancing loss added to `loss`", min=0.0
         )
 
-    def __init__(self, cfg: Any, dims: Any) -> None:
+    def __init__(self, cfg: Any, dims: Any, *, make_norm: NormFactory | None = None) -> None:
         super().__init__(cfg, dims)
         d, f, e = dims.d_model, cfg.d_expert or dims.d_ff, cfg.n_experts
         self.d_expert = f
@@ -158,6 +167,11 @@ class MoEFeedForward(LoadBalanced, KeepsFloat32, FeedForward, name="moe", aux_lo
             keep = cfg.topk_groups or cfg.n_groups
             self.groups = Groups(cfg.n_groups, keep, min(cfg.group_top, e // cfg.n_groups))
         self.routing: list[Tensor] = []  # this forward's router logits, per call (aux loss)
+        self.out_norm = None
+        if cfg.output_norm:
+            if make_norm is None:
+                raise ValueError("output_norm needs the spec's norm factory (make_norm)")
+            self.out_norm = make_norm(d)
 
     @classmethod
     def check(cls, cfg: Any, dims: Any) -> list[tuple[str, str]]:
@@ -265,6 +279,8 @@ class MoEFeedForward(LoadBalanced, KeepsFloat32, FeedForward, name="moe", aux_lo
             if self.shared_gate is not None:
                 shared = torch.sigmoid(self.shared_gate(h)) * shared
             out = out + shared
+        if self.out_norm is not None:
+            out = self.out_norm(out)
         return out.reshape(B, T, D)
 
     def experts(self, h: Tensor, weights: Tensor, experts: Tensor) -> Tensor:

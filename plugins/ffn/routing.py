@@ -22,15 +22,19 @@ def route(
 ) -> tuple[Tensor, Tensor]:
     """Routing weights (N, k) in fp32 and expert indices (N, k) from router logits (N, E).
 
-    `sigmoid` scores each expert independently (DeepSeek-V3); `choice_bias` (E,) is added to
-    the scores only to choose the experts, `groups` limits the choice to the best groups,
-    and `scale` multiplies the final weights.
+    `sigmoid` scores each expert independently (DeepSeek-V3) and chooses by those scores;
+    `sigmoid_logits` weighs by the same scores but chooses by the raw logits (Kolibri-1);
+    `choice_bias` (E,) is added to what chooses only, `groups` limits the choice to the best
+    groups, and `scale` multiplies the final weights.
     """
     if order == "topk_softmax":  # softmax over the k best logits only (sums to 1 already)
         top, experts = logits.topk(top_k, dim=-1)
         return top.float().softmax(dim=-1) * scale, experts
-    scores = logits.float().sigmoid() if order == "sigmoid" else logits.float().softmax(dim=-1)
-    choice = scores if choice_bias is None else scores + choice_bias.float()
+    sigmoid = order in ("sigmoid", "sigmoid_logits")
+    scores = logits.float().sigmoid() if sigmoid else logits.float().softmax(dim=-1)
+    choice = logits.float() if order == "sigmoid_logits" else scores
+    if choice_bias is not None:
+        choice = choice + choice_bias.float()
     if groups is not None:
         choice = groups.restrict(choice)
     experts = choice.topk(top_k, dim=-1).indices
