@@ -137,6 +137,13 @@ MISSING_MECHANISMS = {
     ),
     "rwkv": "RWKV's time mixing (the WKV recurrence with token shift) and channel mixing",
     "splinter": "the question-aware span selection head (QASS)",
+    "t5gemma": (
+        "encoder and decoder stacks of different widths (T5Gemma's unbalanced pairs such as "
+        "9B-2B: cross-attention keys and values read the encoder's hidden_size; d_model is not "
+        "a per-stack key); its balanced pairs (Gemma 2's sandwich layers in both stacks, "
+        "bidirectional sliding windows in the encoder, soft-capped self- and cross-attention) "
+        "have no converter yet"
+    ),
     "ultrabert": (
         "an MLM head through a two-layer GeLU bottleneck (prediction_head_size) with no norm "
         "before its decoder"
