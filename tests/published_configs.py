@@ -1996,3 +1996,6 @@ PUBLISHED["kolibri-1"] = ("Kolibri1Config", {})  # its defaults: Aleph-Alpha/Kol
 CAUSAL_LM["Kolibri1Config"] = "Kolibri1ForCausalLM"
 PUBLISHED["a.x-k1"] = ("AXK1Config", {})  # its defaults: skt/A.X-K1
 CAUSAL_LM["AXK1Config"] = "AXK1ForCausalLM"
+# LaraMiniConfig's defaults (its docstring's translated/Lara-4-Mini-Base)
+PUBLISHED["lara-4-mini"] = ("LaraMiniConfig", {})
+CAUSAL_LM["LaraMiniConfig"] = "LaraMiniForCausalLM"

@@ -110,6 +110,17 @@ EXTRA = {
         "linear_value_head_dim": 6,
         "shared_expert_intermediate_size": 24,
     },
+    "lara_mini": {  # Gated DeltaNet, a 3-key window, NoPE attention: one layer of each
+        "num_hidden_layers": 3,
+        "num_key_value_heads": 2,
+        "layer_types": ["linear_attention", "sliding_attention", "full_attention"],
+        "sliding_window": 3,
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+        "linear_key_head_dim": 8,
+        "linear_value_head_dim": 6,
+        "shared_expert_intermediate_size": 24,
+    },
     "qwen3_5_text": {  # gated attention on layer 1; Gated DeltaNet 2 key, 4 value heads
         "num_key_value_heads": 2,
         "layer_types": ["linear_attention", "full_attention"],

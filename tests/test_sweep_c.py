@@ -1,5 +1,5 @@
-"""Text types the coverage sweep found unexamined (issue 33): Molmo2's text model and
-OpenAI's Privacy Filter.
+"""Text types the coverage sweep found unexamined (issue 33): Molmo2's text model, OpenAI's
+Privacy Filter and Lara Mini.
 
 Each from a tiny perturbed transformers model with a padded row: outputs within 1e-4 of
 transformers, the same parameter count, cached decoding equal to transformers', an export
@@ -14,7 +14,15 @@ import shutil
 import pytest
 import torch
 import transformers as hf
-from hf_util import max_diff_unpadded, padded_batch, perturb, save_hf
+from hf_util import (
+    assert_causal_lm_equal,
+    assert_greedy_equal,
+    assert_left_padded_equal,
+    max_diff_unpadded,
+    padded_batch,
+    perturb,
+    save_hf,
+)
 from transformers import DynamicCache
 from transformers.models.molmo2 import Molmo2TextConfig, Molmo2TextModel
 
@@ -188,3 +196,81 @@ def test_privacy_filter_with_layer_types_is_refused(tmp_path):
         "config.json layer_types: the Privacy Filter windows every layer; per-layer attention "
         "types are not part of this type"
     )
+
+
+# ------------------------------------------------------------------ Lara Mini
+
+LARA = dict(  # its released period-5 pattern: DeltaNet, window, DeltaNet, NoPE, window
+    vocab_size=V,
+    hidden_size=32,
+    num_hidden_layers=5,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,
+    sliding_window=3,
+    linear_num_key_heads=2,
+    linear_num_value_heads=4,
+    linear_key_head_dim=8,
+    linear_value_head_dim=6,
+    moe_intermediate_size=16,
+    shared_expert_intermediate_size=24,
+    num_experts=4,
+    num_experts_per_tok=2,
+    max_position_embeddings=64,
+    pad_token_id=0,
+    eos_token_id=2,
+)
+
+
+def tiny_lara(task: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    model = getattr(hf, f"LaraMini{task}")(hf.LaraMiniConfig(**LARA))
+    perturb(model)
+    return model.eval()
+
+
+def test_lara_mini_causal_lm_equals_transformers(tmp_path):
+    """Logits with a right- and a left-padded row, and greedy tokens through the cache
+    (recurrent states, a windowed and a full key/value cache)."""
+    ref = tiny_lara("ForCausalLM")
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    kinds = [ours.spec.data["attention"]["kind"]] + [
+        (layer["select"], layer["attention"]["kind"]) for layer in ours.spec.data["layers"]
+    ]
+    assert kinds == ["gated_deltanet", ([1, 4], "local"), ([3], "mha")]
+    assert ours.spec.data["layers"][1]["attention"]["use_position"] is False  # NoPE
+    assert_causal_lm_equal(ref, ours)
+    assert_left_padded_equal(ref, ours)
+    assert_greedy_equal(ref, ours)
+    assert ours.num_parameters() == sum(p.numel() for p in ref.parameters())
+
+
+def test_lara_mini_headless_equals_transformers(tmp_path):
+    ref = tiny_lara("Model")
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf")).eval()
+    ids, mask = padded_batch(V)
+    with torch.no_grad():
+        want = ref(input_ids=ids, attention_mask=mask).last_hidden_state
+        got = ours(ids, attention_mask=mask).last_hidden_state
+    assert max_diff_unpadded(got, want, mask) <= 1e-4
+    assert ours.num_parameters() == sum(p.numel() for p in ref.parameters())
+
+
+def test_lara_mini_export_keeps_the_checkpoint_layout(tmp_path):
+    """The export writes the fused in_proj and out_norm transformers saves, and loads there."""
+    ref = tiny_lara("ForCausalLM")
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf"))
+    archzoo.to_hf(ours, tmp_path / "out")
+    from safetensors import safe_open
+
+    with safe_open(tmp_path / "out" / "model.safetensors", "pt") as f:
+        names = set(f.keys())
+    with safe_open(tmp_path / "hf" / "model.safetensors", "pt") as f:
+        assert names == set(f.keys())
+    back = hf.LaraMiniForCausalLM.from_pretrained(tmp_path / "out").eval()
+    assert back.config.layer_types == ref.config.layer_types
+    ids, mask = padded_batch(V)
+    with torch.no_grad():
+        want = ref(input_ids=ids, attention_mask=mask).logits
+        got = back(input_ids=ids, attention_mask=mask).logits
+    assert max_diff_unpadded(got, want, mask) <= 1e-5
