@@ -134,6 +134,7 @@ ATTENTIONS = {  # a tiny model of each registered attention, and of the position
     "mla": ("deepseek-v3", {"n_layers": 3, "attention.kv_lora_rank": 16}),
     "diff_mha": ("diffllama-1.2b", {"head_dim": 8, "attention.n_kv_heads": 2}),  # 2 x hd values
     "moa": ("jetmoe-8b", {"head_dim": 8, "attention.n_kv_heads": 2, "ffn.n_experts": 4}),
+    "ngram_streams": ("prophetnet-large-uncased", {}),  # predicting streams: an explicit mask
 }
 
 
