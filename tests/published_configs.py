@@ -1999,3 +1999,6 @@ CAUSAL_LM["AXK1Config"] = "AXK1ForCausalLM"
 # LaraMiniConfig's defaults (its docstring's translated/Lara-4-Mini-Base)
 PUBLISHED["lara-4-mini"] = ("LaraMiniConfig", {})
 CAUSAL_LM["LaraMiniConfig"] = "LaraMiniForCausalLM"
+# ZambaConfig's defaults (transformers 5.24; its docstring names Zyphra/Zamba-7B-v1)
+PUBLISHED["zamba-7b"] = ("ZambaConfig", {})
+CAUSAL_LM["ZambaConfig"] = "ZambaForCausalLM"

@@ -16,6 +16,7 @@ from archzoo.parts.hf_transforms import (
     OffsetRows,
     Reversed,
     RotaryInterleaved,
+    RowsDeinterleaved,
     Transpose,
     named,
 )
@@ -41,6 +42,8 @@ TRANSFORMS = {
     "heads_interleaved-bias": (HeadsInterleaved(), [rand(96)]),
     "rotary_interleaved": (RotaryInterleaved(), [rand(32, 32)]),
     "flatten": (Flatten(), [rand(1, 50)]),
+    "rows_deinterleaved": (RowsDeinterleaved(), [rand(96, 32)]),
+    "rows_deinterleaved-bias": (RowsDeinterleaved(), [rand(96)]),
 }
 
 

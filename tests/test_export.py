@@ -149,6 +149,14 @@ EXTRA = {
         "use_shared_attention_adapter": True,
         "use_mem_rope": True,
     },
+    "zamba": {  # the shared block before both Mamba layers (transformers' weight tying needs
+        # two uses), 2 Mamba heads with their own x_proj and dt_proj
+        "layers_block_type": ["hybrid", "hybrid"],
+        "num_key_value_heads": 2,
+        "attention_head_dim": 16,
+        "n_mamba_heads": 2,
+        "mamba_d_state": 8,
+    },
     "falcon_h1": {  # 4 SSD heads of 8 in 2 groups beside GQA 4/2, chunks of 4
         "num_key_value_heads": 2,
         "mamba_d_ssm": 32,

@@ -206,6 +206,20 @@ class Deinterleave(Transform):
         return [halves.transpose(-1, -2).reshape(t.shape)]  # (..., F, 2) -> (..., 2F)
 
 
+class RowsDeinterleaved(Transform):
+    """Rows alternating [a0, b0, a1, b1, ...] (Zamba's Mamba in_proj: x and gate per channel)
+    <-> halves [a0, a1, ... | b0, b1, ...] (archzoo's [x | z]); weights and biases alike."""
+
+    def forward(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        t = ts[0]
+        return [torch.cat([t[0::2], t[1::2]], dim=0)]
+
+    def inverse(self, ts: Tensors, ctx: dict[str, Any]) -> Tensors:
+        t = ts[0]
+        halves = t.reshape(2, t.shape[0] // 2, *t.shape[1:])  # (2, F, ...)
+        return [halves.transpose(0, 1).reshape(t.shape)]  # (F, 2, ...) -> (2F, ...)
+
+
 @dataclass(frozen=True)
 class ExpertRows(Transform):
     """Experts saved as (E * F, D) row blocks (DBRX: w1 gate and v1 up, or w2 down, expert e
@@ -349,6 +363,7 @@ def named(name: str | None, n_hf: int, n_zoo: int) -> Transform:
         "halves_swapped": HalvesSwapped,
         "flatten": Flatten,
         "deinterleave": Deinterleave,
+        "rows_deinterleaved": RowsDeinterleaved,  # Zamba's Mamba in_proj [x0, z0, x1, ...]
         "compose": Compose,
         "reverse_rows": ReverseRows,
         "kernel1": Kernel1,

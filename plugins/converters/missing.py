@@ -151,11 +151,6 @@ MISSING_MECHANISMS = {
     "xlnet": "two-stream relative attention with segment encodings (XLNet's permutation LM)",
     "xlstm": "xLSTM's mLSTM blocks (matrix memory with exponential input and forget gates)",
     "yoso": "YOSO's LSH-based Bernoulli sampling attention",
-    "zamba": (
-        "Zamba's multi-head Mamba mixer (n_mamba_heads heads, each with its own x_proj and "
-        "dt_proj; archzoo's mamba has one of each); its shared transformer block exists "
-        "(attention shared_transformer)"
-    ),
     "zaya": (
         "compressed convolutional attention (CCA: q/k mixed by a causal convolution, values with "
         "a delayed recurrent state), an MLP router with a skip expert and learned residual scaling"
