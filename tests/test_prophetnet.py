@@ -130,6 +130,18 @@ def test_the_causal_lm_scores_unshifted_labels_as_transformers(tmp_path):
     assert ours.num_parameters() == ref.num_parameters() - cross  # its unused cross-attention
 
 
+def test_the_causal_lm_greedy_tokens_with_the_cache_equal_transformers(tmp_path):
+    """Unpadded prompts: transformers' cached steps drop the decoder's attention mask, so a
+    left-padded prompt's later steps attend to its pads there (archzoo masks them)."""
+    ref = tiny("ProphetNetForCausalLM", ngram=2)
+    ours = archzoo.from_hf(save_hf(ref, tmp_path / "hf"))
+    prompt = inputs()[2][:, :5]
+    ones = torch.ones_like(prompt)
+    kwargs = dict(max_new_tokens=15, min_new_tokens=15)
+    expected = ref.generate(prompt, attention_mask=ones, do_sample=False, **kwargs)
+    assert torch.equal(ours.generate(prompt, attention_mask=ones, **kwargs), expected)
+
+
 @pytest.mark.parametrize("cls", ["ProphetNetEncoder", "ProphetNetDecoder"])
 def test_the_standalone_stacks_equal_transformers(tmp_path, cls):
     ref = tiny(cls)
