@@ -914,6 +914,12 @@ PUBLISHED["aria-text-18b"] = ("AriaTextConfig", {})  # its defaults (not rhymes-
 CAUSAL_LM["AriaTextConfig"] = "AriaTextForCausalLM"
 PUBLISHED["hy3-295b"] = ("HYV3Config", {})  # its defaults: tencent/Hy3-preview
 CAUSAL_LM["HYV3Config"] = "HYV3ForCausalLM"
+PUBLISHED["granite-swash-2b"] = ("GraniteSWAConfig", {})  # its defaults: granite-swash-2b
+CAUSAL_LM["GraniteSWAConfig"] = "GraniteSWAForCausalLM"
+PUBLISHED["granitemoe-swa-37b"] = ("GraniteMoeSWAConfig", {})  # its defaults (not swash-3b's)
+CAUSAL_LM["GraniteMoeSWAConfig"] = "GraniteMoeSWAForCausalLM"
+PUBLISHED["flint-40b"] = ("FlintConfig", {})  # its defaults: RecursiveSI/flint
+CAUSAL_LM["FlintConfig"] = "FlintForCausalLM"
 PUBLISHED["helium-2b"] = (  # kyutai/helium-1-preview-2b (HeliumConfig's defaults)
     "HeliumConfig",
     dict(

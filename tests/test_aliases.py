@@ -210,6 +210,26 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
         {**DECODER, "sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]},
         ("ForCausalLM", "Model"),
     ),
+    "granite_swa": (  # a sliding layer (window shorter than the rows) with its own rotary
+        # base, a full NoPE one, sinks; Granite's multipliers
+        {**DECODER, **GRANITE_MULTIPLIERS, "sliding_window": 4}
+        | {"layer_types": ["sliding_attention", "full_attention", "sliding_attention"]}
+        | {"layer_rope_theta": [500.0, 0, 10000.0], "num_hidden_layers": 3},
+        ("ForCausalLM", "Model"),
+    ),
+    "granitemoe_swa": (  # a full NoPE layer, then a sliding one with its own rotary base
+        {**DECODER, **GRANITE_MULTIPLIERS, "num_local_experts": 4, "num_experts_per_tok": 2}
+        | {"shared_intermediate_size": 24, "sliding_window": 4, "layer_rope_theta": [0, 500.0]}
+        | {"layer_types": ["full_attention", "sliding_attention"]},
+        ("ForCausalLM", "Model"),
+    ),
+    "flint": (  # sliding rotating layers around a full NoPE one, sinks, a dense middle layer
+        {**DECODER, "num_hidden_layers": 3, "sliding_window": 4, "mlp_only_layers": [1]}
+        | {"layer_types": ["sliding_attention", "full_attention", "sliding_attention"]}
+        | {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16}
+        | {"shared_expert_intermediate_size": 24},
+        ("ForCausalLM", "Model"),
+    ),
     "aria_text": (  # softmax over the top-2 logits; a shared MLP two experts wide
         {**DECODER, "intermediate_size": 16, "moe_num_experts": 4, "moe_topk": 2},
         ("ForCausalLM", "Model"),

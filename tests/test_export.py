@@ -58,6 +58,23 @@ EXTRA = {
     "hyperclovax": {"residual_multiplier": 0.22, "logits_scaling": 0.25},
     "cohere": {"use_qk_norm": True, "logit_scale": 0.3},
     "cohere2": {"sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]},
+    "granite_swa": {  # a sliding layer with its own rotary base, a full NoPE one
+        "sliding_window": 4,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "layer_rope_theta": [500.0, 0],
+    },
+    "granitemoe_swa": {
+        "sliding_window": 4,
+        "layer_types": ["full_attention", "sliding_attention"],
+        "layer_rope_theta": [0, 500.0],
+        "shared_intermediate_size": 24,
+    },
+    "flint": {
+        "sliding_window": 4,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "mlp_only_layers": [1],
+        "shared_expert_intermediate_size": 24,
+    },
     "granite": {  # multipliers that are not 1, the logits divided by 3
         "embedding_multiplier": 12.0,
         "residual_multiplier": 0.22,

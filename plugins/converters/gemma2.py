@@ -47,11 +47,14 @@ def sliding_layers(
     config: dict[str, Any],
     default_every: int,
     local_position: dict[str, Any] | None = None,
+    *,
+    global_positions: bool = True,
 ) -> None:
     """`layer_types` (else every `default_every`-th layer global) as `layers:` entries: the
     sliding layers attend `local`ly over `sliding_window` keys (and rotate by
-    `local_position` when given). The group that is an even slice of layers goes in the
-    entry (the sliding layers when both are); the other keeps the stack's components."""
+    `local_position` when given); without `global_positions` the global layers see no
+    positions (NoPE). The group that is an even slice of layers goes in the entry (the
+    sliding layers when both are); the other keeps the stack's components."""
     n = spec["n_layers"]
     kinds = config.get("layer_types") or [
         "full_attention" if (i + 1) % default_every == 0 else "sliding_attention" for i in range(n)
@@ -65,11 +68,14 @@ def sliding_layers(
     sliding = [i for i, kind in enumerate(kinds) if kind == "sliding_attention"]
     full = [i for i, kind in enumerate(kinds) if kind == "full_attention"]
     window = config.get("sliding_window")
+    glob = {"attention": spec["attention"], "position": spec["position"]}
+    if not global_positions:
+        glob["attention"] = {**spec["attention"], "use_position": False}
     if not sliding:
+        spec.update(glob)
         return
     if window is None:
         raise ConversionError("config.json has sliding_attention layers but no sliding_window")
-    glob = {"attention": spec["attention"], "position": spec["position"]}
     local = {
         "attention": {**spec["attention"], "kind": "local", "window": int(window)},
         "position": local_position or spec["position"],
