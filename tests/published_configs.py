@@ -2008,3 +2008,5 @@ CAUSAL_LM["LaraMiniConfig"] = "LaraMiniForCausalLM"
 # ZambaConfig's defaults (transformers 5.24; its docstring names Zyphra/Zamba-7B-v1)
 PUBLISHED["zamba-7b"] = ("ZambaConfig", {})
 CAUSAL_LM["ZambaConfig"] = "ZambaForCausalLM"
+PUBLISHED["ultrabert-6.7b"] = ("UltrabertConfig", {})  # its defaults (not UltraBERT-150M's size)
+CAUSAL_LM["UltrabertConfig"] = "UltrabertForMaskedLM"

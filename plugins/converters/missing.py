@@ -144,10 +144,6 @@ MISSING_MECHANISMS = {
         "bidirectional sliding windows in the encoder, soft-capped self- and cross-attention) "
         "have no converter yet"
     ),
-    "ultrabert": (
-        "an MLM head through a two-layer GeLU bottleneck (prediction_head_size) with no norm "
-        "before its decoder"
-    ),
     "xlnet": "two-stream relative attention with segment encodings (XLNet's permutation LM)",
     "xlstm": "xLSTM's mLSTM blocks (matrix memory with exponential input and forget gates)",
     "yoso": "YOSO's LSH-based Bernoulli sampling attention",

@@ -124,3 +124,4 @@ BOTTLENECK_OUT, BOTTLENECK_OUT_NORM = BLOCK + "out_proj", BLOCK + "out_norm"
 MLM_EXTENSION = "head.extension"  # mlm decoder_extension: the decoder's columns past the table
 SENTENCE_PROJECTION = "head.projection"  # sentence_embedding projection (CLIP's text_projection)
 MOE_OUT_NORM = BLOCK + "ffn.out_norm"  # moe output_norm: over routed + shared (A.X-K1)
+MLM_DENSE_OUT = "head.dense_out"  # mlm bottleneck: the transform's second layer (UltraBERT)

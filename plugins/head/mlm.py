@@ -47,6 +47,12 @@ class MLMHead(Head, name="mlm", mup=True):
             "this eps (MobileBERT, whose stack norms do not normalise)",
             gt=0.0,
         )
+        bottleneck: int | None = param(
+            None,
+            "the transform as a two-layer bottleneck without a norm: dense to this width, "
+            "activation, dense back, activation (UltraBERT's prediction_head_size)",
+            min=1,
+        )
         decoder_extension: bool = param(
             False,
             "with tie and a transform width wider than the token table, the decoder's first "
@@ -71,8 +77,11 @@ class MLMHead(Head, name="mlm", mup=True):
                 f"head 'mlm': width {width} cannot tie to the {table}-wide token table; "
                 "set tie: false"
             )
-        self.dense = self.norm = None
-        if cfg.transform:
+        self.dense = self.norm = self.dense_out = None
+        if cfg.transform and cfg.bottleneck:  # d_model -> bottleneck -> width, no norm
+            self.dense = nn.Linear(dims.d_model, cfg.bottleneck, bias=cfg.dense_bias)
+            self.dense_out = nn.Linear(cfg.bottleneck, width, bias=cfg.dense_bias)
+        elif cfg.transform:
             self.dense = nn.Linear(dims.d_model, width, bias=cfg.dense_bias)
             self.norm = make_norm(dim=width)
             if cfg.transform_norm_eps is not None:  # a LayerNorm whatever the stack's norm
@@ -91,7 +100,12 @@ class MLMHead(Head, name="mlm", mup=True):
     def features(self, hidden: Tensor) -> Tensor:
         """What the decoder sees: (B, T, d_model) -> (B, T, E), transformed or not, times
         muP's output multiplier (1 without muP)."""
-        out = hidden if self.dense is None else self.norm(self.act(self.dense(hidden)))
+        if self.dense is None:
+            out = hidden
+        elif self.dense_out is not None:  # the bottleneck: (B, T, bottleneck) in between
+            out = self.act(self.dense_out(self.act(self.dense(hidden))))
+        else:
+            out = self.norm(self.act(self.dense(hidden)))
         scale = self.dims.output_multiplier
         return out if scale == 1.0 else out * scale
 
