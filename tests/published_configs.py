@@ -1883,6 +1883,9 @@ PUBLISHED["nllb-moe-54b"] = (  # facebook/nllb-moe-54b: NllbMoeConfig's defaults
     ),
 )
 CAUSAL_LM["NllbMoeConfig"] = "NllbMoeForConditionalGeneration"
+# Ministral3Config's defaults (its docstring's checkpoint mistralai/Ministral-3-8B-Base-2512)
+PUBLISHED["ministral3-8b"] = ("Ministral3Config", {})
+CAUSAL_LM["Ministral3Config"] = "Ministral3ForCausalLM"
 # DiffLlamaConfig's defaults (its docstring names kajuma/DiffLlama-0.3B-handcut)
 PUBLISHED["diffllama-1.2b"] = ("DiffLlamaConfig", {})
 CAUSAL_LM["DiffLlamaConfig"] = "DiffLlamaForCausalLM"

@@ -260,6 +260,15 @@ EXTRA = {
         "num_experts": 4,
         "expert_capacity": 3,
     },
+    "ministral3": {  # YaRN over 4 positions, queries scaled from position 4 on
+        "rope_parameters": {
+            "rope_type": "yarn",
+            "rope_theta": 10000.0,
+            "factor": 4.0,
+            "original_max_position_embeddings": 4,
+            "llama_4_scaling_beta": 0.5,
+        },
+    },
     "nllb-moe": {  # layer 1 of each stack routed, 3 slots per expert in training
         "num_experts": 4,
         "encoder_sparse_step": 2,

@@ -118,16 +118,17 @@ def test_chunked_model_with_unscaled_qk_norm_after_rotation_equals_dense_formula
     assert torch.allclose(out, want, atol=1e-5)
 
 
-def test_query_temperature_is_its_formula():
-    """No positions; q scaled by 1 + 0.5 * ln(1 + floor((i + 1) / 2)) at query i."""
+@pytest.mark.parametrize("offset", [1, 0])  # Llama 4's (i + 1) / floor, Ministral 3's i / floor
+def test_query_temperature_is_its_formula(offset):
+    """No positions; q scaled by 1 + 0.5 * ln(1 + floor((i + offset) / 2)) at query i."""
     attention = {"kind": "mha", "fused_qkv": False, "use_position": False}
-    attention |= {"temperature_floor": 2, "temperature_scale": 0.5}
+    attention |= {"temperature_floor": 2, "temperature_scale": 0.5, "temperature_offset": offset}
     model = tiny(attention=attention)
     layer = model.decoder.blocks[0].attention
     T = 7
     x, out = layer_io(model, torch.randint(3, V, (1, T)))
     q, k, v = heads(layer.q(x)), heads(layer.k(x)), heads(layer.v(x))
-    scales = torch.tensor([1 + 0.5 * math.log(1 + (i + 1) // 2) for i in range(T)])
+    scales = torch.tensor([1 + 0.5 * math.log(1 + (i + offset) // 2) for i in range(T)])
     with torch.no_grad():
         want = F.scaled_dot_product_attention(q * scales[:, None], k, v, is_causal=True)
         want = layer.out(want.transpose(1, 2).reshape(1, T, 32))

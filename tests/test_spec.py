@@ -53,6 +53,7 @@ def test_resolved_spec_has_every_default_explicit():
         "qk_norm_scale": True,  # added with Llama 4 (its L2 norm: false)
         "temperature_floor": None,  # added with Llama 4's NoPE layers
         "temperature_scale": 0.1,
+        "temperature_offset": 1,  # 0 with Ministral 3's i / original_max_position_embeddings
         "out_norm": False,  # added with BitNet (attn_sub_norm)
     }  # no kernel keys (eager, fused_bias): the kernel is a run-time choice (attention_impl=)
     assert spec.data["sharing"] == {"kind": "none"}

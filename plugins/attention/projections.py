@@ -78,13 +78,22 @@ class ProjectionConfig:
     )
     temperature_floor: int | None = param(
         None,
-        "scale each query by 1 + temperature_scale * ln(1 + floor((i + 1) / temperature_floor)), "
-        "i its index in the row, padding counted as transformers counts it (Llama 4's NoPE "
-        "layers: floor_scale); null: no scaling",
+        "scale each query by 1 + temperature_scale * ln(1 + floor((i + temperature_offset) / "
+        "temperature_floor)), i its index in the row, padding counted as transformers counts "
+        "it (Llama 4's NoPE layers: floor_scale; Ministral 3: original_max_position_embeddings)"
+        "; null: no scaling",
         min=1,
     )
     temperature_scale: float = param(
-        0.1, "strength of the query temperature of temperature_floor (attn_scale)", gt=0.0
+        0.1,
+        "strength of the query temperature of temperature_floor (attn_scale, llama_4_scaling_beta)",
+        gt=0.0,
+    )
+    temperature_offset: int = param(
+        1,
+        "added to the query index before the division of temperature_floor: 1 (Llama 4, "
+        "(i + 1) / floor_scale) or 0 (Ministral 3, i / original_max_position_embeddings)",
+        min=0,
     )
     qkv_clamp: float | None = param(
         None, "clamp the q, k and v projections to [-c, c] (MPT's clip_qkv)", gt=0.0
@@ -262,7 +271,8 @@ class Projections:
         if floor is None or memory is not None:
             return q, k, v
         i = ctx.mask.query_positions().float()  # (Tq,) index of each query in its row
-        scales = torch.log1p(torch.floor((i + 1.0) / floor)) * self.cfg.temperature_scale + 1.0
+        shifted = i + float(self.cfg.temperature_offset)
+        scales = torch.log1p(torch.floor(shifted / floor)) * self.cfg.temperature_scale + 1.0
         return (q * scales[:, None]).to(q.dtype), k, v  # (Tq, 1) over each head's rows
 
     def merge_heads(self, out: Tensor) -> Tensor:

@@ -113,10 +113,6 @@ MISSING_MECHANISMS = {
         "a constant value scale, and twice the key/value heads on its sliding layers"
     ),
     "minimax_m3_vl_text": "a sparse-attention indexer choosing the keys each query attends to",
-    "ministral3": (
-        "Llama 4's query scaling by position, 1 + beta ln(1 + floor(i / original_max_len)) "
-        "(llama_4_scaling_beta), on YaRN rotary"
-    ),
     "mra": "MRA's multi-resolution (block low-rank) approximation of attention",
     "nystromformer": (
         "Nystrom-approximated attention (segment-mean landmarks, an iterative pseudo-inverse) "
