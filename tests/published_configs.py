@@ -2013,3 +2013,5 @@ PUBLISHED["zamba-7b"] = ("ZambaConfig", {})
 CAUSAL_LM["ZambaConfig"] = "ZambaForCausalLM"
 PUBLISHED["ultrabert-6.7b"] = ("UltrabertConfig", {})  # its defaults (not UltraBERT-150M's size)
 CAUSAL_LM["UltrabertConfig"] = "UltrabertForMaskedLM"
+PUBLISHED["esmc-6b"] = ("EsmcConfig", {})  # EsmcConfig's defaults (biohub/ESMC-6B)
+CAUSAL_LM["EsmcConfig"] = "EsmcForMaskedLM"

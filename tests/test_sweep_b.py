@@ -29,6 +29,7 @@ LAYERS = dict(
 # model type -> (tiny config, its pad id)
 ENCODERS: dict[str, tuple[dict, int]] = {
     "eurobert": (dict(LAYERS, num_key_value_heads=2, pad_token_id=0, mlp_bias=True), 0),
+    "esmc": (dict(LAYERS, pad_token_id=1), 1),  # residuals divided by sqrt(2 / 36)
 }
 BASE = ("Model", "ForMaskedLM", "ForSequenceClassification", "ForTokenClassification")
 # (type, task, extra config)
