@@ -109,8 +109,10 @@ MISSING_MECHANISMS = {
     ),
     "luke": "entity embeddings and entity-aware self-attention (a query per word/entity pair)",
     "mimo_v2_flash": (
-        "GQA attention whose value heads are narrower than its query/key heads (v_head_dim) with "
-        "a constant value scale, and twice the key/value heads on its sliding layers"
+        "GQA attention whose value heads are narrower than its query/key heads (v_head_dim: the "
+        "kernels, caches and output projection read a value head width of their own; mha's "
+        "value_width is the v projection's input width, not this) with a constant value scale "
+        "(attention_value_scale), and twice the key/value heads on its sliding layers"
     ),
     "minimax_m3_vl_text": "a sparse-attention indexer choosing the keys each query attends to",
     "mra": "MRA's multi-resolution (block low-rank) approximation of attention",
