@@ -2015,3 +2015,6 @@ PUBLISHED["ultrabert-6.7b"] = ("UltrabertConfig", {})  # its defaults (not Ultra
 CAUSAL_LM["UltrabertConfig"] = "UltrabertForMaskedLM"
 PUBLISHED["esmc-6b"] = ("EsmcConfig", {})  # EsmcConfig's defaults (biohub/ESMC-6B)
 CAUSAL_LM["EsmcConfig"] = "EsmcForMaskedLM"
+# BertGenerationConfig's defaults (google/bert_for_seq_generation_L-24_bbc_encoder), headless
+PUBLISHED["bert-generation-l24-bbc-encoder"] = ("BertGenerationConfig", {})
+CAUSAL_LM["BertGenerationConfig"] = "BertGenerationEncoder"

@@ -249,6 +249,7 @@ EXTRA = {
     "longformer": {"attention_window": [4, 6]},  # a window per layer: layers: overrides
     "esm": {"pad_token_id": 1, "mask_token_id": 4, "token_dropout": True},  # ESM's own ids
     "esmc": {"num_key_value_heads": 4},  # EsmcConfig refuses grouped-query attention
+    "bert-generation": {"is_decoder": True},  # its LM class is a causal decoder
     "pegasus_x": {"num_global_tokens": 3, "block_size": 4},  # 2 blocks of 4, staggered
     "led": {"attention_window": 4},
     "fsmt": {

@@ -30,11 +30,13 @@ LAYERS = dict(
 ENCODERS: dict[str, tuple[dict, int]] = {
     "eurobert": (dict(LAYERS, num_key_value_heads=2, pad_token_id=0, mlp_bias=True), 0),
     "esmc": (dict(LAYERS, pad_token_id=1), 1),  # residuals divided by sqrt(2 / 36)
+    "bert-generation": (dict(LAYERS, pad_token_id=0), 0),  # is_decoder false: bidirectional
 }
 BASE = ("Model", "ForMaskedLM", "ForSequenceClassification", "ForTokenClassification")
 # (type, task, extra config)
 ENCODER_CASES = [
-    *((t, task, {}) for t in ENCODERS for task in BASE),
+    *((t, task, {}) for t in ENCODERS for task in BASE if t != "bert-generation"),
+    ("bert-generation", "Encoder", {}),  # its only class with is_decoder false
     ("eurobert", "ForSequenceClassification", {"classifier_pooling": "bos"}),
     ("eurobert", "ForSequenceClassification", {"classifier_pooling": "mean"}),
     ("eurobert", "ForMaskedLM", {"mlp_bias": False, "tie_word_embeddings": True}),
@@ -66,7 +68,7 @@ def test_encoder_task_matches_transformers_outputs_and_loss(tmp_path, model_type
     feed = encoder_inputs(model_type, (2, 9))
     labels = labels_for(task, problem, (2, 9), feed["attention_mask"])
     ours = check_parity(tmp_path, model, feed, labels, labels.get("labels"))
-    assert ours.spec.data["head"]["kind"] == HEAD_KINDS[task]
+    assert ours.spec.data["head"]["kind"] == {**HEAD_KINDS, "Encoder": "none"}[task]
     assert ours.hf_source["model_type"] == model_type
 
 
@@ -124,6 +126,10 @@ GENERATIVE: dict[str, tuple[dict, tuple[str, ...]]] = {
         ),
         ("ForCausalLM", "Model"),
     ),
+    "bert-generation": (  # is_decoder: causal, an LM head with a bias, tied
+        dict(LAYERS, is_decoder=True, pad_token_id=0),
+        ("Decoder", "Encoder"),
+    ),
 }
 GENERATIVE_CASES = [(t, task) for t, (_, tasks) in GENERATIVE.items() for task in tasks]
 
@@ -165,3 +171,15 @@ def test_greedy_generation_equals_transformers(tmp_path, model_type):
     ref = tiny_generative(model_type, GENERATIVE[model_type][1][0])
     ours = archzoo.from_hf(save_hf(ref, tmp_path / model_type))
     assert_greedy_equal(ref, ours)
+
+
+def test_bert_generation_lm_head_without_is_decoder_is_refused():
+    """BertGenerationDecoder with is_decoder false (transformers warns) is a bidirectional
+    encoder under an LM head: refused by name rather than imported as a decoder."""
+    conv = get_registry().converter("bert-generation")
+    config = {**hf.AutoConfig.for_model("bert-generation").to_dict(), "is_decoder": False}
+    config["architectures"] = ["BertGenerationDecoder"]
+    with pytest.raises(ConversionError, match="with is_decoder=False .* is not supported"):
+        conv.to_spec(config)
+    config["is_decoder"] = True
+    assert conv.to_spec(config)["family"] == "decoder"
