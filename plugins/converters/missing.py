@@ -8,9 +8,9 @@ MULTIPLIERS = "embedding, residual, attention and logit multipliers"
 
 MISSING_MECHANISMS = {
     "afmoe": (
-        "a sigmoid output gate from its own projection on sliding-window and NoPE attention "
-        "layers (gated_mha takes its gate from the query projection and has no window or NoPE "
-        "layers)"
+        "a sliding window on its gated attention layers (gated_mha has the sigmoid gate from its "
+        "own projection, gate_source: own_projection, but no window; `local` has no gate); no "
+        "converter yet"
     ),
     "axk2": (
         "DeepSeek Sparse Attention's indexer (top-index_topk keys per query), MLA with an "
@@ -96,12 +96,14 @@ MISSING_MECHANISMS = {
         "distance profiles) with log-scaled attention"
     ),
     "laguna": (
-        "a softplus output gate per head from its own projection (g_proj) and a head count per "
-        "layer (num_attention_heads_per_layer)"
+        "a head count per layer (num_attention_heads_per_layer: n_heads is not a per-layer key "
+        "and gated_mha has no heads option); its softplus per-head gate from g_proj exists "
+        "(gated_mha gate_source: own_projection, gate_activation: softplus, gate_per: head)"
     ),
     "lfm3": (
-        "a sigmoid output gate per head from its own projection (g_proj) and proportional rotary "
-        "on its global layers (frequencies over the whole head, the upper ones zero)"
+        "proportional rotary on its global layers (frequencies over the whole head, the upper "
+        "ones zero) and a sliding window on its gated layers (gated_mha has none); its sigmoid "
+        "per-head gate from g_proj exists (gated_mha gate_source: own_projection, gate_per: head)"
     ),
     "longcat_flash": (
         "LongCat's shortcut-connected MoE layers (two attention and two dense sublayers per layer "
