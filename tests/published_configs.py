@@ -2018,3 +2018,7 @@ CAUSAL_LM["EsmcConfig"] = "EsmcForMaskedLM"
 # BertGenerationConfig's defaults (google/bert_for_seq_generation_L-24_bbc_encoder), headless
 PUBLISHED["bert-generation-l24-bbc-encoder"] = ("BertGenerationConfig", {})
 CAUSAL_LM["BertGenerationConfig"] = "BertGenerationEncoder"
+# funnel-transformer/small: FunnelConfig's defaults (the checkpoint its docstring names), as
+# FunnelModel (the encoder's three blocks and the upsampling decoder)
+PUBLISHED["funnel-small"] = ("FunnelConfig", {"architectures": ["FunnelModel"]})
+CAUSAL_LM["FunnelConfig"] = "FunnelModel"

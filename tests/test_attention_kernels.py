@@ -135,6 +135,10 @@ ATTENTIONS = {  # a tiny model of each registered attention, and of the position
     "diff_mha": ("diffllama-1.2b", {"head_dim": 8, "attention.n_kv_heads": 2}),  # 2 x hd values
     "moa": ("jetmoe-8b", {"head_dim": 8, "attention.n_kv_heads": 2, "ffn.n_experts": 4}),
     "ngram_streams": ("prophetnet-large-uncased", {}),  # predicting streams: an explicit mask
+    "pooled_relative": (  # Funnel's terms as the score bias; pooled, upsampled, padded
+        "funnel-small",
+        {"n_layers": 14, "head_dim": 8, "head": {"kind": "mlm", "transform": False}},
+    ),
 }
 
 

@@ -168,6 +168,7 @@ def test_every_named_path_exists_in_a_built_model():
             ("clip-vit-base-patch32-text", {"n_layers": 1}),  # sentence_embedding projection
             ("a.x-k1", {"n_layers": 1, "layers": []}),  # moe output_norm
             ("ultrabert-6.7b", {"n_layers": 1, "layers": []}),  # mlm bottleneck's dense_out
+            ("funnel-small", {"n_layers": 1, "layers": []}),  # pooled_relative's terms
             (  # PEGASUS-X's global tokens and their attention norm
                 "pegasus-x-large",
                 {"n_layers": 1, "encoder.layers": [], "decoder.n_layers": 1},

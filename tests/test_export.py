@@ -251,6 +251,7 @@ EXTRA = {
     "esmc": {"num_key_value_heads": 4},  # EsmcConfig refuses grouped-query attention
     "bert-generation": {"is_decoder": True},  # its LM class is a causal decoder
     "pegasus_x": {"num_global_tokens": 3, "block_size": 4},  # 2 blocks of 4, staggered
+    "funnel": {"block_sizes": [1, 1], "num_decoder_layers": 1, "pooling_type": "max"},
     "led": {"attention_window": 4},
     "fsmt": {
         "tgt_vocab_size": 112,

@@ -90,6 +90,7 @@ ATTENTIONS = {
     "transient_global": {"radius": 3, "global_block": 4},
     "global_local": {"block_size": 8, "block": 8},  # no global tokens: blocks of 8
     "span_conv": {"conv_kernel_size": 5},  # taps across a boundary read zeros
+    "pooled_relative": {},  # no pooling, no separate first position: distances are per pair
     "chunked": {"chunk": 8, "block": 8},  # Llama 4's chunks, counted from the row's start
     "shared_transformer": {"mixer": {"kind": "mamba2", "head_dim": 16, "chunk_size": 8}},
     # recurrent mixers: chunks of 8, so documents start inside a chunk and the state restarts

@@ -17,6 +17,7 @@ from ..parts.input_checks import values_trusted
 from ..parts.interfaces import Attention, AttentionContext, Embedding, Position
 from ..parts.masks import AttentionMask
 from ..parts.outputs import StackRecord
+from ..parts.stream import StreamState, pair_pool, pool_index, upsample
 from .documents import document_positions
 
 
@@ -56,6 +57,36 @@ class Stack(nn.Module):
                 "which a causal stack or a rotating / biasing position cannot place: use it in "
                 "a bidirectional stack with embedded positions (PEGASUS-X's encoder)"
             )
+        # what each layer use does to the residual stream first (pool, upsample), or None
+        attentions = [blocks[i].attention for i in layer_map]
+        self.steps = [a.stream_step(a.cfg) for a in attentions]
+        self.stepped = any(step is not None for step in self.steps)
+        # whole rows only: a step that changes the length or sets the first position apart
+        self.whole_rows = any(
+            step is not None
+            and (step.pool is not None or step.upsample_from is not None or step.separate_first)
+            for step in self.steps
+        )
+        if self.stepped:
+            self._check_steps(causal, caps)
+
+    def _check_steps(self, causal: bool, caps: object) -> None:
+        """Refuse stream steps a stack cannot take: a causal stack, a rotating or biasing
+        position (neither knows pooled positions), global tokens, an upsampling without an
+        earlier layer to add."""
+        if causal or caps.rotate or caps.bias or self.prefix or self.streams:
+            raise ValueError(
+                "layers that pool or upsample the stream (Funnel's pooling) need a "
+                "bidirectional stack whose position embeds or is none, without global tokens "
+                "or predicting streams"
+            )
+        for j, step in enumerate(self.steps):
+            if step is None or step.upsample_from is None:
+                continue
+            if not 0 <= step.upsample_from < j:
+                raise ValueError(
+                    f"layer {j}: upsample_from {step.upsample_from} is not an earlier layer"
+                )
 
     def forward(
         self,
@@ -163,6 +194,19 @@ class Stack(nn.Module):
                 device=memory.device,
             )
             cross_ctx = AttentionContext(cross_mask)
+        if self.stepped:
+            if cache is not None or memory is not None:
+                raise ValueError(
+                    "layers with stream steps (Funnel's pooling) run a whole sequence at "
+                    "once: no KV cache or cross-attention"
+                )
+            if documents is not None and self.whole_rows:
+                raise ValueError(
+                    "document_ids (packed rows): layers that pool or upsample the stream, "
+                    "or set its first position apart (Funnel), need a row per sequence"
+                )
+            x = self._stream_layers(x, ctx, key_padding, token_type_ids, record, documents)
+            return self._finish(x, record)
         recompute = self.checkpointing and self.training and torch.is_grad_enabled()
         per_layer = self.position.per_layer
         blocks = list(self.blocks)  # indexing a ModuleList costs a call per layer
@@ -182,10 +226,14 @@ class Stack(nn.Module):
             layer_ctx = lctx.with_cache(cache.layers[j])
             layer_cross = cross_ctx.with_cache(cache.cross[j]) if cross_ctx is not None else None
             x = blocks[i](x, layer_ctx, memory, layer_cross)
+        return self._finish(x, record)
+
+    def _finish(self, x: Tensor, record: StackRecord | None) -> Tensor:
+        """The final norm, the tokens' states without the prefix, recorded."""
         if self.final_norm is not None:
             x = self.final_norm(x)
-        if prefix:
-            x = x[:, prefix:]  # (B, T, D): the tokens' states
+        if self.prefix:
+            x = x[:, self.prefix :]  # (B, T, D): the tokens' states
         if record is not None:
             record.final(self.split_streams(x)[0])
         return x
@@ -198,6 +246,70 @@ class Stack(nn.Module):
         B, L, D = x.shape
         T = L // (1 + self.streams)
         return x[:, :T], x[:, T:].view(B, self.streams, T, D)
+
+    def _stream_layers(
+        self,
+        x: Tensor,
+        ctx: AttentionContext,
+        key_padding: Tensor | None,
+        token_type_ids: Tensor | None,
+        record: StackRecord | None,
+        documents: Tensor | None = None,
+    ) -> Tensor:
+        """The layers of a stack whose stream changes length: before a layer that pools, the
+        stream (its positions and padding) is pooled in pairs, the layer's queries and
+        residual are the pooled stream and its keys the stream before (unless pool_keys);
+        before a layer that upsamples, the stream is repeated back to the input length and
+        the stream kept after an earlier layer is added."""
+        B, T, _ = x.shape
+        full = torch.arange(T, device=x.device)
+        index, level, keep = full, 0, key_padding  # keep: (B, T') real positions or None
+        wanted = {s.upsample_from for s in self.steps if s is not None}
+        kept: dict[int, Tensor] = {}
+        recompute = self.checkpointing and self.training and torch.is_grad_enabled()
+        for j, i in enumerate(self.layer_map):
+            step = self.steps[j]
+            q_index, q_level, k_keep, keys = index, level, keep, None
+            if step is not None and step.upsample_from is not None:
+                sep, cut = step.separate_first, step.truncate
+                x = upsample(x, 2**level, T, sep, cut) + kept[step.upsample_from]
+                index, level, keep = full, 0, key_padding
+                q_index, q_level, k_keep = index, level, keep
+            k_index, k_level = index, level
+            if step is not None and step.pool is not None:
+                level += 1  # as transformers counts blocks, whether or not it pools
+                q_level = level
+                sep, cut = step.separate_first, step.truncate
+                if x.shape[1] > (2 if sep else 1):  # transformers keeps a stream this short
+                    pooled = pair_pool(x, step.pool, sep, cut)  # (B, T' / 2, D)
+                    index = q_index = pool_index(index, sep, cut)
+                    if keep is not None:  # a pooled position is real if both of its pair are
+                        keep = pair_pool(keep.to(x.dtype), "min", sep, cut) > 0.5
+                    if step.pool_keys:
+                        k_index, k_level, k_keep = index, level, keep
+                    else:
+                        keys = x
+                    x = pooled
+            mask = AttentionMask.build(  # documents: only where the stream keeps its length
+                x.shape[1],
+                k_index.shape[0],
+                causal=False,
+                key_padding=k_keep,
+                key_docs=documents,
+                device=x.device,
+            )
+            sep = step.separate_first if step is not None else False
+            state = StreamState(q_index, k_index, q_level, k_level, sep, keys, token_type_ids)
+            lctx = replace(ctx, mask=mask, stream=state)
+            if record is not None:
+                x = self._recorded_layer(j, i, x, lctx, None, None, None, record)
+            elif recompute:
+                x = checkpoint(self.blocks[i], x, lctx, None, None, use_reentrant=False)
+            else:
+                x = self.blocks[i](x, lctx, None, None)
+            if j in wanted:
+                kept[j] = x
+        return x
 
     def _recorded_layer(
         self,

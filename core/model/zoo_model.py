@@ -300,7 +300,10 @@ class ZooModel(nn.Module):
         stack = self.decoder if self.decoder is not None else self.encoder
         decoding = {"cache": cache} if self.decoder is not None else {}
         hidden = stack(**target, memory=memory, record=rec.get(role), **decoding)
-        return hidden, target["attention_mask"], memory
+        mask = target["attention_mask"]
+        if mask is not None and mask.shape[-1] != hidden.shape[1]:
+            mask = None  # a stack that pooled its stream (Funnel): the input's mask is not its
+        return hidden, mask, memory
 
     def _aux_loss(
         self, loss: Tensor | None, attention_mask: Tensor | None, *, add: bool

@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from .component import Component
 from .head import Head as Head  # the head kind's interface lives in its own file
 from .masks import AttentionMask, causal_mask
+from .stream import StreamState, StreamStep
 
 NormFactory = Callable[[], nn.Module]
 
@@ -179,6 +180,9 @@ class AttentionContext:
     block for one attention call (a bottleneck block's full-width input); None: x.
     embeddings: the stack's embedding output (B, T, d_model) for the same tokens, for a
     layer that reads the token vectors again (Zamba's shared block).
+    stream: where the queries and keys stand on a stream that pooling shortened, and the
+    keys' own stream (`archzoo.parts.stream.StreamState`); None where no layer of the stack
+    changes the stream's length.
     """
 
     mask: AttentionMask
@@ -192,6 +196,7 @@ class AttentionContext:
     prefix: int = 0  # leading model-made positions before the tokens (embedding.prefix_tokens)
     value_input: Tensor | None = None  # (B, T, value_width): the v projection's own input
     embeddings: Tensor | None = None  # (B, T, d_model) the embedding's output for them
+    stream: StreamState | None = None  # pooled geometry (Funnel), set by the stack per layer
 
     def with_cache(self, cache: Any) -> AttentionContext:
         """This context with one layer's `cache`: a shallow copy, as `dataclasses.replace`
@@ -237,6 +242,12 @@ class Attention(Component):
         builder's `shared` dict), key -> the options it builds them with: layers naming one
         key must state the same options (validation checks it). None by default."""
         return {}
+
+    @classmethod
+    def stream_step(cls, cfg: Any) -> StreamStep | None:
+        """What the stack does to its residual stream before a layer of this config (pool
+        it, or upsample it back: `archzoo.parts.stream`), or None: nothing (the default)."""
+        return None
 
     def cache_layout(self) -> tuple[int, int, int | None]:
         """(n_kv_heads, head_dim, window) of the keys this layer caches; window None = all."""

@@ -95,6 +95,7 @@ def check_stack(stack: StackPlan, prefix: tuple, report: Report) -> None:
                     f"{options}, layer {first} with {stated}: a shared module has one set",
                 )
                 break
+    check_stream_steps(stack, prefix, report)
     if stack.sharing_error is not None:
         report(prefix + ("sharing",), stack.sharing_error)
         return
@@ -107,6 +108,17 @@ def check_stack(stack: StackPlan, prefix: tuple, report: Report) -> None:
                 f"layer {i} shares parameters with another layer but has different components",
             )
             return
+
+
+def check_stream_steps(stack: StackPlan, prefix: tuple, report: Report) -> None:
+    """A layer that upsamples the stream adds the stream after an earlier layer."""
+    for i, layer in enumerate(stack.layers):
+        step = layer.attention.cls.stream_step(layer.attention.config)
+        if step is not None and step.upsample_from is not None and not step.upsample_from < i:
+            report(
+                prefix + ("layers",),
+                f"layer {i}: upsample_from {step.upsample_from} is not an earlier layer",
+            )
 
 
 def check_mup(plan: BuildPlan, report: Report) -> None:

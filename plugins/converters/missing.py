@@ -56,11 +56,6 @@ MISSING_MECHANISMS = {
     ),
     "encoder-decoder": "an encoder-decoder assembled from two separately configured model types",
     "fnet": "Fourier-transform token mixing in place of attention",
-    "funnel": (
-        "Funnel's sequence pooling between blocks (a stack whose length halves, the first "
-        "layer of a block attending from pooled queries to unpooled keys), relative attention "
-        "with position and token-type terms over pooled positions, and the upsampling decoder"
-    ),
     "gemma3n_text": (
         "AltUp's predicted streams, LAuReL residuals, per-layer input embeddings, key/value "
         "sharing across layers and activation sparsity"

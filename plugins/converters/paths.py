@@ -125,3 +125,9 @@ MLM_EXTENSION = "head.extension"  # mlm decoder_extension: the decoder's columns
 SENTENCE_PROJECTION = "head.projection"  # sentence_embedding projection (CLIP's text_projection)
 MOE_OUT_NORM = BLOCK + "ffn.out_norm"  # moe output_norm: over routed + shared (A.X-K1)
 MLM_DENSE_OUT = "head.dense_out"  # mlm bottleneck: the transform's second layer (UltraBERT)
+# pooled_relative (Funnel): whole tensors, the content bias (H, hd), the distance term's bias
+# (H, hd) and projection (d_model, H, hd), the segment term's bias (H, hd) and vectors (2, H, hd)
+CONTENT_BIAS, DISTANCE_BIAS, DISTANCE_KERNEL, SEGMENT_BIAS, SEGMENT_EMBED = (
+    BLOCK + "attention." + p
+    for p in ("content_bias", "position_bias", "position_kernel", "segment_bias", "segment_embed")
+)

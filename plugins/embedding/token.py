@@ -22,6 +22,13 @@ class TokenEmbedding(Embedding, name="token"):
             0, "segment/token-type ids (BERT: 2); 0 for none", min=0, max=65536
         )
         word_types: bool = param(False, "token_type_ids index the token table instead (XLM)")
+        attention_types: int = param(
+            0,
+            "token_type_ids (ids below this) taken without a table: an attention reads them "
+            "(pooled_relative's segment term, Funnel); 0 for none",
+            min=0,
+            max=65536,
+        )
         n_langs: int = param(
             0, "language ids (XLM's `langs` input) with a table of their own", min=0
         )
@@ -129,7 +136,9 @@ class TokenEmbedding(Embedding, name="token"):
         self.word.weight = weight
 
     def segment_types(self) -> int:
-        return self.dims.vocab_size if self.word_types else self.cfg.type_vocab_size
+        if self.word_types:
+            return self.dims.vocab_size
+        return self.cfg.type_vocab_size or getattr(self.cfg, "attention_types", 0)
 
     def languages(self) -> int:
         return 0 if self.lang is None else self.lang.num_embeddings
