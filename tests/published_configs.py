@@ -920,6 +920,8 @@ PUBLISHED["granitemoe-swa-37b"] = ("GraniteMoeSWAConfig", {})  # its defaults (n
 CAUSAL_LM["GraniteMoeSWAConfig"] = "GraniteMoeSWAForCausalLM"
 PUBLISHED["flint-40b"] = ("FlintConfig", {})  # its defaults: RecursiveSI/flint
 CAUSAL_LM["FlintConfig"] = "FlintForCausalLM"
+PUBLISHED["cohere2-moe-190b"] = ("Cohere2MoeConfig", {})  # its defaults
+CAUSAL_LM["Cohere2MoeConfig"] = "Cohere2MoeForCausalLM"
 PUBLISHED["helium-2b"] = (  # kyutai/helium-1-preview-2b (HeliumConfig's defaults)
     "HeliumConfig",
     dict(

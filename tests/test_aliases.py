@@ -230,6 +230,15 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
         | {"shared_expert_intermediate_size": 24},
         ("ForCausalLM", "Model"),
     ),
+    "cohere2_moe": (  # a dense global layer that rotates (prefix width 24), then sliding and
+        # NoPE global routed layers with a shared expert averaged in
+        {**DECODER, "num_hidden_layers": 3, "sliding_window": 4, "intermediate_size": 16}
+        | {"num_experts": 4, "num_experts_per_tok": 2, "num_shared_experts": 1}
+        | {"prefix_dense_intermediate_size": 24, "first_k_dense_replace": 1}
+        | {"layer_types": ["full_attention", "sliding_attention", "full_attention"]}
+        | {"mlp_layer_types": ["dense", "sparse", "sparse"], "logit_scale": 0.3},
+        ("ForCausalLM", "Model"),
+    ),
     "aria_text": (  # softmax over the top-2 logits; a shared MLP two experts wide
         {**DECODER, "intermediate_size": 16, "moe_num_experts": 4, "moe_topk": 2},
         ("ForCausalLM", "Model"),

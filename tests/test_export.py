@@ -69,6 +69,13 @@ EXTRA = {
         "layer_rope_theta": [0, 500.0],
         "shared_intermediate_size": 24,
     },
+    "cohere2_moe": {  # a dense global layer that rotates, then a sliding routed one
+        "sliding_window": 4,
+        "layer_types": ["full_attention", "sliding_attention"],
+        "mlp_layer_types": ["dense", "sparse"],
+        "prefix_dense_intermediate_size": 24,
+        "num_shared_experts": 1,
+    },
     "flint": {
         "sliding_window": 4,
         "layer_types": ["sliding_attention", "full_attention"],

@@ -192,6 +192,50 @@ def tiny(**parts) -> torch.nn.Module:
     return model
 
 
+def test_cohere2_moe_with_sigmoid_routing_rmsnorms_and_a_summed_shared_expert(tmp_path):
+    """Cohere 2 MoE's other settings: experts by renormalised sigmoid scores, RMSNorms
+    (rms_norm_eps), two shared experts added in full; logits within 1e-4, a padded row."""
+    config = hf.AutoConfig.for_model(
+        "cohere2_moe",
+        **{**DECODER, "intermediate_size": 16, "rms_norm_eps": 1e-5, "sliding_window": 4},
+        **{"num_experts": 4, "num_experts_per_tok": 2, "num_shared_experts": 2},
+        **{"expert_selection_fn": "sigmoid", "shared_expert_combination_strategy": "sum"},
+        layer_types=["sliding_attention", "full_attention"],
+    )
+    torch.manual_seed(0)
+    ref = hf.Cohere2MoeForCausalLM(config)
+    perturb(ref, scale=0.1)
+    ours = archzoo.from_hf(save_hf(ref.eval(), tmp_path / "hf"))
+    assert ours.spec.data["norm"]["kind"] == "rmsnorm"
+    assert (ours.spec.data["ffn"]["router"], ours.spec.data["ffn"]["shared_combine"]) == (
+        "sigmoid",
+        "sum",
+    )
+    batch, mask = inputs(ref)
+    with torch.no_grad():
+        assert max_diff_unpadded(ours(**batch).logits, ref(**batch).logits, mask) <= 1e-4
+
+
+def test_moe_shared_combine_mean_averages_the_routed_and_shared_outputs():
+    """shared_combine mean: (routed + shared) / 2, the routed part as a dense per-token loop."""
+    moe = {"kind": "moe", "n_experts": 4, "top_k": 2, "d_expert": 8, "n_shared": 1}
+    model = tiny(ffn={**moe, "router": "topk_softmax", "shared_combine": "mean"}).double()
+    ffn = model.decoder.blocks[0].ffn
+    x = torch.randn(2, 5, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    h = x.reshape(10, 32)
+    top, chosen = ffn.router(h).topk(2, dim=-1)  # (N, k)
+    routed = torch.zeros_like(h)
+    for n in range(10):
+        for w, e in zip(top[n].softmax(-1), chosen[n], strict=True):
+            gate, up = (h[n] @ ffn.w_in[e]).chunk(2)
+            routed[n] += w * ((F.silu(gate) * up) @ ffn.w_out[e])
+    with torch.no_grad():
+        want = (routed + ffn.shared(h)) / 2
+        assert torch.allclose(ffn(x).reshape(10, 32), want, atol=1e-12)
+    with pytest.raises(archzoo.SpecError, match="shared_combine"):
+        tiny(ffn={**moe, "n_shared": 0, "shared_combine": "mean"})
+
+
 def test_qk_norm_after_position_normalises_the_rotated_heads():
     """q = norm(rotate(W_q x)), k likewise: the layer's output equals a dense computation."""
     attention = {"kind": "mha", "fused_qkv": False, "qk_norm": "head"}

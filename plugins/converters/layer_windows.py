@@ -46,6 +46,17 @@ def window_and_base_layers(spec: dict[str, Any], config: dict[str, Any]) -> None
     common["position"] = common["position"] or base
     for part in parts:  # a NoPE layer states no rotary base of its own
         part["position"] = part["position"] or common["position"]
+    group_layers(spec, parts)
+
+
+def group_layers(
+    spec: dict[str, Any], parts: list[dict[str, Any]], among: list[int] | None = None
+) -> None:
+    """Each layer's components (`parts`, one mapping per layer, built in one key order) as the
+    stack's own (the commonest, of the layers `among` when given) and `layers:` entries
+    stating only the components that differ."""
+    keys = [json.dumps(p) for i, p in enumerate(parts) if among is None or i in among]
+    common = json.loads(Counter(keys).most_common(1)[0][0])
     spec.update(common)
     entries: dict[str, list[int]] = {}
     for i, part in enumerate(parts):
@@ -57,7 +68,8 @@ def window_and_base_layers(spec: dict[str, Any], config: dict[str, Any]) -> None
 
 
 def window_and_base_config(config: dict[str, Any], spec: Mapping[str, Any]) -> None:
-    """The inverse of `window_and_base_layers`: `layer_types`, `sliding_window`, `layer_rope_theta`."""
+    """The inverse of `window_and_base_layers`: `layer_types`, `sliding_window` and
+    `layer_rope_theta`."""
     sliding_config(config, spec)
     config["sliding_window"] = config["sliding_window"] or 128  # an unread default
     layers = layer_components(stack_config(dict(spec), "decoder"))

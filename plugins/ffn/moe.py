@@ -99,6 +99,11 @@ class MoEFeedForward(LoadBalanced, KeepsFloat32, FeedForward, name="moe", aux_lo
             None, "hidden size of the shared expert (null: d_expert x n_shared)", min=1
         )
         shared_gate: bool = param(False, "scale the shared expert by sigmoid(w . x) (Qwen2-MoE)")
+        shared_combine: Literal["sum", "mean"] = param(
+            "sum",
+            "how the shared experts' output joins the routed sum: added, or averaged with it, "
+            "(routed + shared) / 2 (Cohere 2 MoE's 'average')",
+        )
         output_norm: bool = param(
             False,
             "normalise the block's output (routed plus shared experts) with the spec's norm "
@@ -204,6 +209,8 @@ class MoEFeedForward(LoadBalanced, KeepsFloat32, FeedForward, name="moe", aux_lo
             problems.append(("eval_capacity_fraction", "needs capacity_over: batch"))
         if cfg.shared_gate and not cfg.n_shared:
             problems.append(("shared_gate", "needs n_shared >= 1"))
+        if cfg.shared_combine != "sum" and not cfg.n_shared:
+            problems.append(("shared_combine", "needs n_shared >= 1"))
         if cfg.n_experts % cfg.n_groups:
             problems.append(
                 ("n_groups", f"n_experts {cfg.n_experts} is not divisible by {cfg.n_groups}")
@@ -278,7 +285,7 @@ class MoEFeedForward(LoadBalanced, KeepsFloat32, FeedForward, name="moe", aux_lo
             shared = self.shared(h)
             if self.shared_gate is not None:
                 shared = torch.sigmoid(self.shared_gate(h)) * shared
-            out = out + shared
+            out = (out + shared) / 2 if cfg.shared_combine == "mean" else out + shared
         if self.out_norm is not None:
             out = self.out_norm(out)
         return out.reshape(B, T, D)
