@@ -227,9 +227,13 @@ def _tiny_layer(entry: dict) -> dict:
         attention["n_kv_heads"] = _tiny_kv_heads(attention)
     if attention.get("kind") == "mla":  # latent sizes from head_dim
         attention.update({**MLA_SIZES, "q_lora_rank": 8 if attention.get("q_lora_rank") else None})
-    if attention.get("kind") == "shared_transformer":  # its FFN, adapters and Mamba 2 mixer
-        mixer = {**attention["mixer"], "d_inner": None, "head_dim": 8, "n_groups": 1}
-        attention.update(mixer={**mixer, "state_size": 8}, d_ff=None, adapter_rank=4)
+    if attention.get("kind") == "shared_transformer":  # its FFN, adapters and Mamba mixer
+        mixer = {**attention["mixer"], "d_inner": None, "state_size": 8}
+        if mixer.get("kind") == "mamba2":  # Zamba 2's SSD heads
+            mixer.update(head_dim=8, n_groups=1)
+        else:  # Zamba's multi-head Mamba: its dt rank from d_model, heads dividing d_inner
+            mixer.update(dt_rank=None, heads=2)
+        attention.update(mixer=mixer, d_ff=None, adapter_rank=4)
     return {**entry, "attention": attention}
 
 
