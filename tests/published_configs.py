@@ -2024,3 +2024,7 @@ CAUSAL_LM["BertGenerationConfig"] = "BertGenerationEncoder"
 # FunnelModel (the encoder's three blocks and the upsampling decoder)
 PUBLISHED["funnel-small"] = ("FunnelConfig", {"architectures": ["FunnelModel"]})
 CAUSAL_LM["FunnelConfig"] = "FunnelModel"
+# T5Gemma 2B-2B: T5GemmaConfig's defaults (two T5GemmaModuleConfig defaults, Gemma 2 2B's
+# sizes; its docstring loads google/t5gemma-2b-2b-prefixlm-it)
+PUBLISHED["t5gemma-2b-2b"] = ("T5GemmaConfig", {})
+CAUSAL_LM["T5GemmaConfig"] = "T5GemmaForConditionalGeneration"

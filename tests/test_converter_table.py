@@ -140,6 +140,10 @@ def test_every_named_path_exists_in_a_built_model():
             ("bert-base", {"n_layers": 1, "embedding.task_types": 3}),  # ERNIE's table
             ("gpt2", {"n_layers": 1, "head": "question_answering"}),
             ("gemma2-2b", {"n_layers": 1}),
+            (
+                "t5gemma-2b-2b",
+                {"n_layers": 1, "layers": [], "decoder.layers": []},
+            ),  # cross_out_norm
             ("electra-base-discriminator", {"n_layers": 1}),
             (
                 "modernbert-base",

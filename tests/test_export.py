@@ -23,6 +23,15 @@ from archzoo.parts.registry import get_registry
 
 V = 96
 # tiny sizes by spec path: an HF config is made from each converter's own table
+T5GEMMA_STACK = {
+    "vocab_size": V,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 8,
+    "sliding_window": 3,
+}
 TINY_SPEC = {
     "vocab_size": V,
     "d_model": 32,
@@ -260,6 +269,10 @@ EXTRA = {
     "pegasus_x": {"num_global_tokens": 3, "block_size": 4},  # 2 blocks of 4, staggered
     "funnel": {"block_sizes": [1, 1], "num_decoder_layers": 1, "pooling_type": "max"},
     "led": {"attention_window": 4},
+    "t5gemma": {  # the sizes sit in the two stacks' sub-configs; windows narrower than rows
+        "encoder": {**T5GEMMA_STACK, "num_hidden_layers": 2},
+        "decoder": {**T5GEMMA_STACK, "num_hidden_layers": 3},
+    },
     "fsmt": {
         "tgt_vocab_size": 112,
         "langs": ["en", "de"],

@@ -169,6 +169,9 @@ def tiny_overrides(data: dict) -> dict[str, Any]:
         out["n_layers"] = max([2] + [_first_needed(e.get("select")) for e in data["layers"]])
         if any(_restates_sizes(e.get("attention")) for e in data["layers"]):  # per-layer too
             out["layers"] = [_tiny_layer(e) for e in data["layers"]]
+    decoder = data.get("decoder") or {}  # an encoder-decoder's own decoder layers (T5Gemma)
+    if any(_restates_sizes(e.get("attention")) for e in decoder.get("layers") or []):
+        out["decoder.layers"] = [_tiny_layer(e) for e in decoder["layers"]]
     ffn = data.get("ffn")
     if isinstance(ffn, dict) and ffn.get("kind") == "moe":  # a few small experts
         out.update({"ffn.n_experts": 4, "ffn.top_k": 2, "ffn.d_expert": None})

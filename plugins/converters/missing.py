@@ -132,13 +132,6 @@ MISSING_MECHANISMS = {
     ),
     "rwkv": "RWKV's time mixing (the WKV recurrence with token shift) and channel mixing",
     "splinter": "the question-aware span selection head (QASS)",
-    "t5gemma": (
-        "encoder and decoder stacks of different widths (T5Gemma's unbalanced pairs such as "
-        "9B-2B: cross-attention keys and values read the encoder's hidden_size; d_model is not "
-        "a per-stack key); its balanced pairs (Gemma 2's sandwich layers in both stacks, "
-        "bidirectional sliding windows in the encoder, soft-capped self- and cross-attention) "
-        "have no converter yet"
-    ),
     "xlnet": "two-stream relative attention with segment encodings (XLNet's permutation LM)",
     "xlstm": "xLSTM's mLSTM blocks (matrix memory with exponential input and forget gates)",
     "yoso": "YOSO's LSH-based Bernoulli sampling attention",

@@ -27,6 +27,7 @@ BLOCK = "{s}.blocks.{i}."
 ATTN_NORM = BLOCK + "attention_norm"
 FFN_NORM = BLOCK + "ffn_norm"
 CROSS_NORM = BLOCK + "cross_norm"
+CROSS_OUT_NORM = BLOCK + "cross_out_norm"  # sandwich_ln: the norm after cross-attention
 PREFIX_NORM = BLOCK + "prefix_norm"  # pre_ln prefix_attention_norm: the global tokens' norm
 Q, K, V, QKV, ATTN_OUT = (BLOCK + "attention." + p for p in ("q", "k", "v", "qkv", "out"))
 # longformer global_projections: the global rows' own q/k/v
