@@ -2028,3 +2028,6 @@ CAUSAL_LM["FunnelConfig"] = "FunnelModel"
 # sizes; its docstring loads google/t5gemma-2b-2b-prefixlm-it)
 PUBLISHED["t5gemma-2b-2b"] = ("T5GemmaConfig", {})
 CAUSAL_LM["T5GemmaConfig"] = "T5GemmaForConditionalGeneration"
+# google/tipsv2-b14's text tower: Tipsv2TextConfig's defaults (the checkpoint its docstring names)
+PUBLISHED["tipsv2-b14-text"] = ("Tipsv2TextConfig", {})
+CAUSAL_LM["Tipsv2TextConfig"] = "Tipsv2TextModel"  # headless: its pooler_output is the mean
