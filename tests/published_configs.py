@@ -922,6 +922,11 @@ PUBLISHED["flint-40b"] = ("FlintConfig", {})  # its defaults: RecursiveSI/flint
 CAUSAL_LM["FlintConfig"] = "FlintForCausalLM"
 PUBLISHED["cohere2-moe-190b"] = ("Cohere2MoeConfig", {})  # its defaults
 CAUSAL_LM["Cohere2MoeConfig"] = "Cohere2MoeForCausalLM"
+PUBLISHED["cohere-compass-text-35b"] = (  # its defaults, with a rotary entry for its layers
+    "CohereCompassTextConfig",
+    dict(rope_parameters={"full_attention": {**ROPE, "rope_theta": 10000.0}}),
+)
+CAUSAL_LM["CohereCompassTextConfig"] = "CohereCompassForCausalLM"
 PUBLISHED["helium-2b"] = (  # kyutai/helium-1-preview-2b (HeliumConfig's defaults)
     "HeliumConfig",
     dict(

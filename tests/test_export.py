@@ -67,6 +67,11 @@ EXTRA = {
     "hyperclovax": {"residual_multiplier": 0.22, "logits_scaling": 0.25},
     "cohere": {"use_qk_norm": True, "logit_scale": 0.3},
     "cohere2": {"sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]},
+    "cohere_compass_text": {  # a sliding layer rotating at base 500, a NoPE global one
+        "sliding_window": 4,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "rope_parameters": {"sliding_attention": {"rope_theta": 500.0}, "full_attention": None},
+    },
     "granite_swa": {  # a sliding layer with its own rotary base, a full NoPE one
         "sliding_window": 4,
         "layer_types": ["sliding_attention", "full_attention"],

@@ -19,6 +19,7 @@ from hf_util import assert_greedy_equal, max_diff_unpadded, padded_batch, pertur
 
 import archzoo
 from archzoo.hf.probe import model_class
+from archzoo.parts.converter import ConversionError
 from archzoo.parts.hf_transforms import HalvesSwapped, Sharded
 from archzoo.parts.registry import get_registry
 
@@ -48,6 +49,10 @@ SIGMOID_MOE = dict(  # DeepSeek's experts: group routing, a shared expert, a den
     topk_group=1,
 )
 FULL_SLIDING = ["full_attention", "sliding_attention"]
+COMPASS = {
+    **SLIDING,
+    "rope_parameters": {"sliding_attention": {"rope_theta": 500.0}, "full_attention": None},
+}
 CAUSAL = ("ForCausalLM", "Model")
 CLASSIFIERS = ("ForSequenceClassification", "ForTokenClassification")
 
@@ -117,6 +122,11 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
         {**DECODER, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16}
         | {"mlp_layer_types": ["sparse", "dense"], "num_shared_experts": 2},
         CAUSAL,
+    ),
+    "cohere_compass_text": (  # Cohere 2's layers rotating by halves with rope_parameters per
+        # layer type: a sliding layer (window 4) at base 500, a NoPE global one; logit_scale
+        {**DECODER, **COMPASS, "logit_scale": 0.3},
+        ("ForCausalLM", "TextModel", "TextForSequenceClassification"),
     ),
 }
 
@@ -214,6 +224,43 @@ def test_cohere2_moe_with_sigmoid_routing_rmsnorms_and_a_summed_shared_expert(tm
     batch, mask = inputs(ref)
     with torch.no_grad():
         assert max_diff_unpadded(ours(**batch).logits, ref(**batch).logits, mask) <= 1e-4
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [  # the classifier's other poolings, then a NoPE sliding layer beside a rotating global one
+        {"pooling": "mean"},
+        {"pooling": "bos"},
+        {"rope_parameters": {"sliding_attention": None, "full_attention": {"rope_theta": 50.0}}},
+    ],
+)
+def test_cohere_compass_poolings_and_per_layer_type_rotary(tmp_path, extra):
+    """CohereCompassTextForSequenceClassification pooling mean (of every real token's scores)
+    and bos (the first token's), and rope_parameters rotating only the global layers: within
+    1e-4 of transformers on a padded batch."""
+    config = hf.AutoConfig.for_model("cohere_compass_text", **{**DECODER, **COMPASS, **extra})
+    torch.manual_seed(0)
+    ref = hf.CohereCompassTextForSequenceClassification(config)
+    perturb(ref, scale=0.1)
+    ours = archzoo.from_hf(save_hf(ref.eval(), tmp_path / "hf"))
+    pool = {"mean": ("mean", True), "bos": ("cls", False)}.get(extra.get("pooling"))
+    head = ours.spec.data["head"]
+    assert (head["pooling"], head.get("pool_scores", False)) == (pool or ("last", False))
+    batch, _ = inputs(ref)
+    with torch.no_grad():
+        assert (ours(**batch).logits - ref(**batch).logits).abs().max() <= 1e-4
+
+
+def test_cohere_compass_refuses_an_unknown_pooling_and_a_layer_type_without_rope(tmp_path):
+    """pooling 'max' and rope_parameters lacking a layer type are refused by name."""
+    config = hf.AutoConfig.for_model("cohere_compass_text", **{**DECODER, **COMPASS})
+    conv = get_registry().converter("cohere_compass_text")
+    arch = {"architectures": ["CohereCompassTextForSequenceClassification"]}
+    with pytest.raises(ConversionError, match=r"pooling='max' is not supported: eos, bos, mean"):
+        conv.to_spec({**config.to_dict(), **arch, "pooling": "max"})
+    rope = {"rope_parameters": {"full_attention": None}}
+    with pytest.raises(ConversionError, match=r"an entry \(null: no rotary\) for each of"):
+        conv.to_spec({**config.to_dict(), **rope})
 
 
 def test_moe_shared_combine_mean_averages_the_routed_and_shared_outputs():
