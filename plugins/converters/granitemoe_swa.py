@@ -6,15 +6,9 @@ head, windows on the layers `layer_types` names and a rotary base per layer
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from archzoo.parts.converter import spec_parts
-
 from .common import table
-from .granite_swa import SINK_TENSORS
 from .granitemoe import GraniteMoeSharedConverter
-from .layer_windows import window_and_base_config, window_and_base_layers
+from .layer_windows import SINK_ATTENTION, SINK_TENSORS, WindowedSinkLayers
 from .llama import ATTENTION_TENSORS, ROTARY_BUFFER
 
 SWA_MOE_TENSORS = """
@@ -27,23 +21,14 @@ SWA_MOE_TENSORS = """
 
 
 class GraniteMoeSWAConverter(
-    GraniteMoeSharedConverter, model_type="granitemoe_swa", hf_prefix="GraniteMoeSWA"
+    WindowedSinkLayers,
+    GraniteMoeSharedConverter,
+    model_type="granitemoe_swa",
+    hf_prefix="GraniteMoeSWA",
 ):
-    attention_impl = "eager"  # transformers has no SDPA path for the sinks
-    fixed = {
-        **GraniteMoeSharedConverter.fixed,
-        **spec_parts("attention: {kind: mha, fused_qkv: false, sinks: true}"),
-    }
+    fixed = {**GraniteMoeSharedConverter.fixed, **SINK_ATTENTION}
     tensors = table(
         ATTENTION_TENSORS + SWA_MOE_TENSORS + SINK_TENSORS,
         prefixes=("model.", ""),
         ignore=ROTARY_BUFFER,
     )
-
-    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
-        super().adjust(spec, config)
-        window_and_base_layers(spec, config)
-
-    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
-        super().adjust_config(config, spec)
-        window_and_base_config(config, spec)

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from archzoo.parts.converter import ConversionError
+from archzoo.parts.converter import ConversionError, spec_parts
 from archzoo.specs.plan import layer_components, stack_config
 
 from .gemma2 import sliding_config
@@ -76,3 +76,23 @@ def window_and_base_config(config: dict[str, Any], spec: Mapping[str, Any]) -> N
     config["layer_rope_theta"] = [
         c["position"]["base"] if c["attention"].get("use_position", True) else 0 for c in layers
     ]
+
+
+SINK_ATTENTION = spec_parts("attention: {kind: mha, fused_qkv: false, sinks: true}")
+SINK_TENSORS = "layers.{i}.self_attn.sinks    SINKS    tensor\n"
+
+
+class WindowedSinkLayers:
+    """The converter mixin of Granite SWA's attention: a sink logit per head, read with
+    transformers' eager path (it has no SDPA path for the sinks), and each layer's window and
+    rotary base read into `layers:` entries and written back."""
+
+    attention_impl = "eager"
+
+    def adjust(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        super().adjust(spec, config)  # type: ignore[misc]
+        window_and_base_layers(spec, config)
+
+    def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
+        super().adjust_config(config, spec)  # type: ignore[misc]
+        window_and_base_config(config, spec)
