@@ -2023,7 +2023,10 @@ CAUSAL_LM["UltrabertConfig"] = "UltrabertForMaskedLM"
 PUBLISHED["esmc-6b"] = ("EsmcConfig", {})  # EsmcConfig's defaults (biohub/ESMC-6B)
 CAUSAL_LM["EsmcConfig"] = "EsmcForMaskedLM"
 # BertGenerationConfig's defaults (google/bert_for_seq_generation_L-24_bbc_encoder), headless
-PUBLISHED["bert-generation-l24-bbc-encoder"] = ("BertGenerationConfig", {})
+PUBLISHED["bert-generation-l24-bbc-encoder"] = (
+    "BertGenerationConfig",
+    {"architectures": ["BertGenerationEncoder"]},
+)
 CAUSAL_LM["BertGenerationConfig"] = "BertGenerationEncoder"
 # funnel-transformer/small: FunnelConfig's defaults (the checkpoint its docstring names), as
 # FunnelModel (the encoder's three blocks and the upsampling decoder)

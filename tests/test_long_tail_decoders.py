@@ -278,7 +278,8 @@ def test_moe_shared_combine_mean_averages_the_routed_and_shared_outputs():
             routed[n] += w * ((F.silu(gate) * up) @ ffn.w_out[e])
     with torch.no_grad():
         want = (routed + ffn.shared(h)) / 2
-        assert torch.allclose(ffn(x).reshape(10, 32), want, atol=1e-12)
+        got = ffn(x).reshape(10, 32)  # the router's softmax runs in float32 (transformers')
+        assert torch.allclose(got, want, atol=1e-6), (got - want).abs().max()
     with pytest.raises(archzoo.SpecError, match="shared_combine"):
         tiny(ffn={**moe, "n_shared": 0, "shared_combine": "mean"})
 

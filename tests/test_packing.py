@@ -189,6 +189,13 @@ def test_every_attention_keeps_to_documents(kind: str) -> None:
     over several blocks: the blocked O(n * w) paths run)."""
     cls = next(c for c in archzoo.list_components("attention") if c.name == kind)
     family = "decoder" if cls.capabilities.causal else "encoder"
+    if kind == "ngram_streams":  # ProphetNet's predicting streams: one document per row
+        model = build(family=family, attention={"kind": kind},
+                      embedding={"kind": "token", "predict_streams": 2})  # fmt: skip
+        ids, docs = packed_row(torch.arange(5), torch.arange(7))
+        with pytest.raises(ValueError, match=r"document_ids \(packed rows\) cannot be used"):
+            logits(model, ids, docs)
+        return
     spec = {"family": family, "attention": {"kind": kind, **ATTENTIONS[kind]}}
     if kind == "disentangled":
         spec["position"] = {"kind": "deberta_relative", "max_distance": 8}

@@ -139,6 +139,7 @@ def mutated_specs(draw: st.DrawFn) -> tuple[str, dict]:
 
 TOKEN_KEYS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
 TOKEN_KEYS += ("forced_eos_token_id",)
+EOS = 3  # the end-of-text id a tiny head pools at, inside TINY's vocabulary
 
 
 def tiny_overrides(data: dict) -> dict[str, Any]:
@@ -180,11 +181,17 @@ def tiny_overrides(data: dict) -> dict[str, Any]:
         if ffn.get("n_groups", 1) > 1:  # 2 groups of 2, one kept: still 2 to choose from
             out.update({"ffn.n_groups": 2, "ffn.topk_groups": 1})
     out.update({k: None for k in TOKEN_KEYS if isinstance(data.get(k), (int, list))})
+    head = data.get("head")
+    if isinstance(head, dict) and head.get("eos_token_id") is not None:  # CLIP's pooled token
+        out["head.eos_token_id"] = EOS
     if _counts_tokens(data):  # positions numbered around the pad id need one, inside TINY's
         out["pad_token_id"] = 1
     for stack in ("encoder", "decoder"):  # a stack's own sizes shrink too
         section = data.get(stack) or {}
         out.update({f"{stack}.{k}": v for k, v in TINY.items() if k in section})
+        own = section.get("attention")  # a stack's own attention restating its KV heads
+        if isinstance(own, dict) and own.get("n_kv_heads") is not None:
+            out[f"{stack}.attention.n_kv_heads"] = _tiny_kv_heads(own)
         if isinstance(section.get("layers"), list) and section["layers"]:  # PEGASUS-X's stagger
             needed = max([2] + [_first_needed(e.get("select")) for e in section["layers"]])
             key = "n_layers" if stack == "encoder" else "decoder.n_layers"
@@ -254,6 +261,8 @@ def _first_needed(select: Any) -> int:
 
 def inputs(model: archzoo.ZooModel) -> dict[str, torch.Tensor]:
     ids = torch.randint(0, TINY["vocab_size"], (2, 5), generator=torch.Generator().manual_seed(0))
+    if getattr(getattr(model.head, "cfg", None), "eos_token_id", None) is not None:
+        ids[:, -1] = EOS  # a head that pools at the end-of-text token finds one in each row
     if model.family == "encoder-decoder":
         return {"input_ids": ids, "decoder_input_ids": ids}
     return {"input_ids": ids}
