@@ -69,6 +69,30 @@ class PerExpert:
         return out
 
 
+def stack_numbered(src: TensorSource, per_expert: re.Pattern[str]) -> None:
+    """Tensors named `{lead}expert_{e}.{part}` (`per_expert` matches lead, e and part) stacked
+    into one (E, ...) tensor `{lead}{part}` each, experts in order (Switch's, NLLB-MoE's)."""
+    groups: dict[tuple[str, str], dict[int, str]] = {}
+    for name in src.names():
+        if (m := per_expert.match(name)) is not None:
+            groups.setdefault((m.group(1), m.group(3)), {})[int(m.group(2))] = name
+    for (lead, part), by_expert in groups.items():
+        src.add(lead + part, torch.stack([src.take(by_expert[e]) for e in sorted(by_expert)]))
+
+
+def split_numbered(tensors: Mapping[str, Tensor], stacked: re.Pattern[str]) -> dict[str, Tensor]:
+    """The inverse of `stack_numbered` for an export: each (E, ...) tensor `{lead}{part}`
+    (`stacked` matches lead and part) written back as `{lead}expert_{e}.{part}`."""
+    out: dict[str, Tensor] = {}
+    for name, t in tensors.items():
+        if (m := stacked.match(name)) is None:
+            out[name] = t
+            continue
+        for e in range(t.shape[0]):
+            out[f"{m.group(1)}expert_{e}.{m.group(2)}"] = t[e].contiguous()
+    return out
+
+
 # Qwen3-MoE's and DeepSeek-V3's per-expert names
 GATE_UP_DOWN_PROJ = PerExpert.under("mlp.experts.{e}", "gate_proj", "up_proj", "down_proj")
 

@@ -9,12 +9,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from archzoo.parts.converter import ConversionError, TensorSource, get
 
 from .common import table
+from .experts import split_numbered, stack_numbered
 from .m2m_100 import M2M100Converter
 
 EXPERT = re.compile(
@@ -85,25 +85,12 @@ class NllbMoeConverter(M2M100Converter, model_type="nllb-moe", hf_prefix="NllbMo
         self, src: TensorSource, config: dict[str, Any], names: Any, ctx: dict[str, Any]
     ) -> dict[str, Tensor]:
         """Per-expert fc1 / fc2 weights and biases stacked into one (E, ...) tensor each."""
-        groups: dict[tuple[str, str], dict[int, str]] = {}
-        for name in src.names():
-            if (m := EXPERT.match(name)) is not None:
-                groups.setdefault((m.group(1), m.group(3)), {})[int(m.group(2))] = name
-        for (lead, part), by_expert in groups.items():
-            stacked = torch.stack([src.take(by_expert[e]) for e in sorted(by_expert)])
-            src.add(lead + part, stacked)
+        stack_numbered(src, EXPERT)
         return super().import_state(src, config, names, ctx)
 
     def export_state(self, *args: Any, **kwargs: Any) -> dict[str, Tensor]:
         """The stacked experts written back one expert at a time."""
-        out: dict[str, Tensor] = {}
-        for name, t in super().export_state(*args, **kwargs).items():
-            if (m := STACKED.match(name)) is None:
-                out[name] = t
-                continue
-            for e in range(t.shape[0]):
-                out[f"{m.group(1)}expert_{e}.{m.group(2)}"] = t[e].contiguous()
-        return out
+        return split_numbered(super().export_state(*args, **kwargs), STACKED)
 
     def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
         """Experts, capacity and each stack's sparse step back from its routed layers."""

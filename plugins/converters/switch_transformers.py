@@ -9,15 +9,16 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from archzoo.parts.converter import TensorSource, get
 
 from .common import HEADLESS, lm_task, table, task
+from .experts import split_numbered, stack_numbered
 from .t5 import T5Converter
 
-EXPERT = re.compile(r"(.*\.mlp\.experts\.)expert_(\d+)\.(wi|wo)\.weight$")
+EXPERT = re.compile(r"(.*\.mlp\.experts\.)expert_(\d+)\.(wi\.weight|wo\.weight)$")
+STACKED = re.compile(r"(.*\.mlp\.experts\.)(wi\.weight|wo\.weight)$")
 
 
 class SwitchTransformersConverter(
@@ -80,26 +81,12 @@ class SwitchTransformersConverter(
         self, src: TensorSource, config: dict[str, Any], names: Any, ctx: dict[str, Any]
     ) -> dict[str, Tensor]:
         """Per-expert wi / wo stacked into one (E, ...) tensor per layer and projection."""
-        groups: dict[tuple[str, str], dict[int, str]] = {}
-        for name in src.names():
-            if (m := EXPERT.match(name)) is not None:
-                groups.setdefault((m.group(1), m.group(3)), {})[int(m.group(2))] = name
-        for (lead, proj), by_expert in groups.items():
-            stacked = torch.stack([src.take(by_expert[e]) for e in sorted(by_expert)])
-            src.add(f"{lead}{proj}.weight", stacked)
+        stack_numbered(src, EXPERT)
         return super().import_state(src, config, names, ctx)
 
     def export_state(self, *args: Any, **kwargs: Any) -> dict[str, Tensor]:
         """The stacked experts written back one expert at a time."""
-        out: dict[str, Tensor] = {}
-        for name, t in super().export_state(*args, **kwargs).items():
-            m = re.match(r"(.*\.mlp\.experts\.)(wi|wo)\.weight$", name)
-            if m is None:
-                out[name] = t
-                continue
-            for e in range(t.shape[0]):
-                out[f"{m.group(1)}expert_{e}.{m.group(2)}.weight"] = t[e].contiguous()
-        return out
+        return split_numbered(super().export_state(*args, **kwargs), STACKED)
 
     def adjust_config(self, config: dict[str, Any], spec: Mapping[str, Any]) -> None:
         """Expert count, capacity and the sparse layers' spacing back from the layers."""
