@@ -44,3 +44,39 @@ def document_positions(runs: Tensor) -> Tensor:
     starts[:, 1:] = runs[:, 1:] != runs[:, :-1]
     first = torch.where(starts, index, 0).cummax(-1).values  # (B, T) start of each token's run
     return index - first
+
+
+def packed_runs(
+    family: str,
+    document_ids: Tensor | None,
+    decoder_document_ids: Tensor | None,
+    input_ids: Tensor | None,
+    decoder_input_ids: Tensor | None,
+    encoder_outputs: Tensor | None,
+) -> tuple[Tensor | None, Tensor | None]:
+    """Run numbers (`document_runs`) of the first stack's rows and of the decoder's, the ids
+    checked against the inputs of a model of this `family`."""
+    if family != "encoder-decoder":
+        if decoder_document_ids is not None:
+            raise ValueError(
+                f"decoder_document_ids is for encoder-decoder models; this {family} "
+                "model takes document_ids"
+            )
+        check_document_ids(document_ids, "document_ids", input_ids.shape, "input_ids")
+        return document_runs(document_ids), None
+    if document_ids is None or decoder_document_ids is None:
+        given = "document_ids" if document_ids is not None else "decoder_document_ids"
+        raise ValueError(
+            f"{given} was given alone: an encoder-decoder model packs both sides, so it "
+            "needs document_ids (encoder rows) and decoder_document_ids (decoder rows)"
+        )
+    source = input_ids if encoder_outputs is None else encoder_outputs
+    of = "input_ids" if encoder_outputs is None else "encoder_outputs"
+    check_document_ids(document_ids, "document_ids", source.shape[:2], of)
+    check_document_ids(
+        decoder_document_ids,
+        "decoder_document_ids",
+        decoder_input_ids.shape,
+        "decoder_input_ids",
+    )
+    return document_runs(document_ids), document_runs(decoder_document_ids)

@@ -20,8 +20,9 @@ from ..specs.plan import stack_role
 from ..specs.spec import Spec
 from .aux_loss import aux_loss_modules, pooled_aux_loss, reset_aux_losses
 from .checks import check_cache, check_inputs
-from .documents import check_document_ids, document_runs
+from .documents import packed_runs
 from .stack import Stack
+from .streams import stream_outputs
 
 
 @dataclass
@@ -207,40 +208,13 @@ class ZooModel(nn.Module):
             hidden, mask = hidden[:, keep], None if mask is None else mask[:, keep]
             streams = None if streams is None else streams[:, :, keep]
         if streams is not None and self.head.capabilities.generates:
-            named, loss = self._stream_outputs(streams, mask, batch)
+            named, loss = stream_outputs(self.head, streams, mask, batch)
         else:
             named, loss = self.head.outputs(hidden, mask, batch)
         loss, aux_loss = self._aux_loss(loss, batch.attention_mask, add=shift_labels is None)
         last = named.pop("last_hidden_state", hidden)  # a head may project it (OPT-350m)
         extra = {"encoder_last_hidden_state": memory, **named, **self._recorded(rec)}
         return ModelOutput(last, loss=loss, aux_loss=aux_loss, **extra)
-
-    def _stream_outputs(
-        self, streams: Tensor, mask: Tensor | None, batch: ForwardBatch
-    ) -> tuple[dict[str, Any], Tensor | None]:
-        """An LM head on predicting streams (B, n, T, D): `logits` of stream 0 (the next
-        token's), `logits_ngram` of the others, and the loss of every stream against the
-        same labels, averaged over all their scored tokens (as transformers' ProphetNet; a
-        `num_items_in_batch` counts one stream's tokens, so it is taken n times)."""
-        B, n, T, D = streams.shape
-        rows = streams.transpose(0, 1).reshape(n * B, T, D)  # (n B, T, D): stream after stream
-
-        def repeat(t: Tensor | None) -> Tensor | None:
-            return None if t is None else t.repeat(n, *([1] * (t.dim() - 1)))
-
-        per_stream = replace(
-            batch,
-            labels=repeat(batch.labels),
-            shift_labels=repeat(batch.shift_labels),
-            num_items=None if batch.num_items is None else batch.num_items * n,
-        )
-        named, loss = self.head.outputs(rows, repeat(mask), per_stream)
-        logits = named.get("logits")
-        if logits is not None:
-            named["logits"] = logits[:B]
-            if n > 1:  # (B, n - 1, T, V)
-                named["logits_ngram"] = logits[B:].view(n - 1, B, T, -1).transpose(0, 1)
-        return named, loss
 
     def _checked(
         self, batch: ForwardBatch, cache: KVCache | None, encoder_outputs: Tensor | None
@@ -258,7 +232,8 @@ class ZooModel(nn.Module):
                 f"document_ids: head {self.head.name!r} takes (batch, choices, seq) "
                 "inputs; packed rows are for token-level heads"
             )
-        docs = self._documents(
+        docs = packed_runs(
+            self.family,
             batch.document_ids,
             batch.decoder_document_ids,
             batch.input_ids,
@@ -315,40 +290,6 @@ class ZooModel(nn.Module):
         if loss is not None and add:
             loss = loss + weighted
         return loss, aux_loss
-
-    def _documents(
-        self,
-        document_ids: Tensor | None,
-        decoder_document_ids: Tensor | None,
-        input_ids: Tensor | None,
-        decoder_input_ids: Tensor | None,
-        encoder_outputs: Tensor | None,
-    ) -> tuple[Tensor | None, Tensor | None]:
-        """Run numbers (archzoo.model.documents) of the first stack's rows and of the decoder's."""
-        if self.family != "encoder-decoder":
-            if decoder_document_ids is not None:
-                raise ValueError(
-                    f"decoder_document_ids is for encoder-decoder models; this {self.family} "
-                    "model takes document_ids"
-                )
-            check_document_ids(document_ids, "document_ids", input_ids.shape, "input_ids")
-            return document_runs(document_ids), None
-        if document_ids is None or decoder_document_ids is None:
-            given = "document_ids" if document_ids is not None else "decoder_document_ids"
-            raise ValueError(
-                f"{given} was given alone: an encoder-decoder model packs both sides, so it "
-                "needs document_ids (encoder rows) and decoder_document_ids (decoder rows)"
-            )
-        source = input_ids if encoder_outputs is None else encoder_outputs
-        of = "input_ids" if encoder_outputs is None else "encoder_outputs"
-        check_document_ids(document_ids, "document_ids", source.shape[:2], of)
-        check_document_ids(
-            decoder_document_ids,
-            "decoder_document_ids",
-            decoder_input_ids.shape,
-            "decoder_input_ids",
-        )
-        return document_runs(document_ids), document_runs(decoder_document_ids)
 
     def _attention_inputs(
         self, given: Mapping[str, Tensor] | None, keywords: Mapping[str, Any]
